@@ -1,0 +1,231 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"yosan/app"
+)
+
+// Settle moves a pending reservation to its final state (committed, released or expired) and
+// moves its money, at most once: the ledger row changes only while it is pending, writing a
+// fresh apply_nonce, and the budgets change only by the rows carrying that nonce. A repeated or
+// racing settlement returns Applied=false and changes nothing. Errors: EUNAVAILABLE when
+// PostgreSQL is unreachable, EINVALID for a malformed settlement.
+func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcome, error) {
+	switch s.Status {
+	case app.StatusCommitted, app.StatusExpired:
+		if s.Actual < 0 || s.GlobalActual < 0 {
+			return app.SettleOutcome{}, app.Errorf(app.EINVALID, "settle: negative actual cost")
+		}
+	case app.StatusReleased:
+		s.Actual, s.GlobalActual = 0, 0
+	default:
+		return app.SettleOutcome{}, app.Errorf(app.EINVALID, "settle: bad final status %q", s.Status)
+	}
+	if len(s.LockIDs) == 0 {
+		ids, err := l.lockIDs(ctx, s.RequestID)
+		if err != nil {
+			return app.SettleOutcome{}, err
+		}
+		if ids == nil {
+			return app.SettleOutcome{}, nil // no such reservation: nothing to apply
+		}
+		s.LockIDs = ids
+	}
+	c := &settleCall{s: s, ctx: ctx, ready: make(chan struct{})}
+	// Settlement must not be lost to a cancelled request: it is queued regardless of ctx.
+	l.settleCh <- c
+	<-c.ready
+	return c.out, c.err
+}
+
+func (l *Ledger) lockIDs(ctx context.Context, requestID string) ([]int64, error) {
+	var ids []int64
+	var gid *int64
+	err := l.db.Pool.QueryRow(ctx, `SELECT budget_ids, global_budget_id FROM reservations WHERE request_id = $1`, requestID).Scan(&ids, &gid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("settle: read reservation: %w", FormatError(err))
+	}
+	if gid != nil {
+		ids = append(ids, *gid)
+	}
+	return ids, nil
+}
+
+func (l *Ledger) settleBatch(batch []*settleCall) {
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		if err = l.settleTx(batch); err == nil || !retryable(err) {
+			break
+		}
+	}
+	for _, c := range batch {
+		if err != nil {
+			c.out, c.err = app.SettleOutcome{}, fmt.Errorf("settle: %w", FormatError(err))
+		}
+		close(c.ready)
+	}
+}
+
+// settleTx settles a batch in one round trip: pgx sends the statements as one pipeline ending
+// in a single Sync, which PostgreSQL runs as one implicit transaction. The first statement locks
+// the budget rows in id order (the global lock order shared with reserves), the second moves
+// the ledger rows and then the money guarded by their fresh nonces.
+func (l *Ledger) settleTx(batch []*settleCall) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	idSet := make(map[int64]struct{}, 8)
+	seen := make(map[string]bool, len(batch))
+	var rids, statuses, nonces, sources []string
+	var actuals, gactuals, itoks, ctoks, otoks []int64
+	for _, c := range batch {
+		c.out = app.SettleOutcome{}
+		if seen[c.s.RequestID] {
+			continue // the same reservation twice in one batch: only the first may apply
+		}
+		seen[c.s.RequestID] = true
+		for _, id := range c.s.LockIDs {
+			idSet[id] = struct{}{}
+		}
+		rids = append(rids, c.s.RequestID)
+		statuses = append(statuses, string(c.s.Status))
+		nonces = append(nonces, uuid.NewString())
+		sources = append(sources, c.s.UsageSource)
+		actuals = append(actuals, c.s.Actual)
+		gactuals = append(gactuals, c.s.GlobalActual)
+		itoks = append(itoks, c.s.Usage.PromptTokens)
+		ctoks = append(ctoks, c.s.Usage.CachedTokens)
+		otoks = append(otoks, c.s.Usage.CompletionTokens)
+	}
+	all := make([]int64, 0, len(idSet))
+	for id := range idSet {
+		all = append(all, id)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
+	b.Queue(`WITH d AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+				$6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
+				AS d(rid, st, nonce, act, gact, itok, ctok, otok, src)),
+		upd AS (
+			UPDATE reservations r SET status = d.st, actual = d.act,
+				global_actual = CASE WHEN r.global_budget_id IS NULL THEN NULL ELSE d.gact END,
+				apply_nonce = d.nonce::uuid, overrun = d.act > r.amount,
+				input_tokens = d.itok, cached_tokens = d.ctok, output_tokens = d.otok,
+				usage_source = nullif(d.src, ''), settled_at = $10
+			FROM d
+			WHERE r.request_id = d.rid AND r.status = 'pending'
+			RETURNING r.request_id, r.budget_ids, r.amount, r.actual, r.global_budget_id, r.global_amount,
+				r.global_actual, r.overrun, r.apply_nonce, d.nonce::uuid AS written),
+		mv AS (
+			SELECT bid, sum(res) AS res, sum(sp) AS sp FROM (
+				SELECT unnest(budget_ids) AS bid, amount AS res, actual AS sp FROM upd WHERE apply_nonce = written
+				UNION ALL
+				SELECT global_budget_id, global_amount, global_actual FROM upd
+				WHERE global_budget_id IS NOT NULL AND apply_nonce = written) x
+			GROUP BY bid),
+		bu AS (
+			UPDATE budgets b SET reserved = b.reserved - mv.res, spent = b.spent + mv.sp
+			FROM mv WHERE b.id = mv.bid RETURNING b.id)
+		SELECT request_id, overrun FROM upd`,
+		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.Now().UTC())
+	br := l.db.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock budgets: %w", err)
+	}
+	rows, _ := br.Query()
+	applied := make(map[string]bool, len(rids))
+	overrun := make(map[string]bool)
+	for rows.Next() {
+		var id string
+		var ov bool
+		if err := rows.Scan(&id, &ov); err != nil {
+			rows.Close()
+			return fmt.Errorf("settle reservations: %w", err)
+		}
+		applied[id] = true
+		overrun[id] = ov
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("settle reservations: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("settle reservations: %w", err)
+	}
+	seen = make(map[string]bool, len(batch))
+	for _, c := range batch {
+		if seen[c.s.RequestID] {
+			continue
+		}
+		seen[c.s.RequestID] = true
+		c.out = app.SettleOutcome{Applied: applied[c.s.RequestID], Overrun: overrun[c.s.RequestID]}
+	}
+	return nil
+}
+
+// SweepMode says how the sweeper settles a reservation past its deadline.
+type SweepMode string
+
+// Sweep modes.
+const (
+	// SweepCharge charges the reserved amount (status expired): the upstream may well have
+	// billed us, so the ledger never under-counts. The default.
+	SweepCharge SweepMode = "charge"
+	// SweepRelease releases the reservation (status released).
+	SweepRelease SweepMode = "release"
+)
+
+// Sweep settles up to limit pending reservations whose deadline passed before now, and returns
+// how many this call settled. Several sweepers (one per gateway process) may run at once: each
+// reservation is settled exactly once.
+func (l *Ledger) Sweep(ctx context.Context, mode SweepMode, limit int) (int, error) {
+	rows, _ := l.db.Pool.Query(ctx, `SELECT `+reservationCols+` FROM reservations
+		WHERE status = 'pending' AND deadline < $1 ORDER BY deadline LIMIT $2`, l.db.Now().UTC(), limit)
+	stale, err := pgx.CollectRows(rows, scanReservation)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", FormatError(err))
+	}
+	n := 0
+	for i := range stale {
+		r := &stale[i]
+		s := app.Settlement{RequestID: r.RequestID, Status: app.StatusExpired, Actual: r.Amount,
+			GlobalActual: r.GlobalAmount, UsageSource: "sweeper", LockIDs: r.LockIDs(),
+			Usage: app.Usage{PromptTokens: r.EstInputTokens, CompletionTokens: r.MaxOutputTokens}}
+		if mode == SweepRelease {
+			s.Status, s.Actual, s.GlobalActual, s.Usage = app.StatusReleased, 0, 0, app.Usage{}
+		}
+		out, err := l.Settle(ctx, s)
+		if err != nil {
+			return n, fmt.Errorf("sweep: %w", err)
+		}
+		if out.Applied {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Reservations lists an org's ledger rows, newest first, optionally filtered by status.
+func (l *Ledger) Reservations(ctx context.Context, orgID string, status app.ReservationStatus, limit int) ([]app.Reservation, error) {
+	rows, _ := l.db.Pool.Query(ctx, `SELECT `+reservationCols+` FROM reservations
+		WHERE org_id = $1 AND ($2 = '' OR status = $2) ORDER BY created_at DESC, request_id LIMIT $3`,
+		orgID, string(status), limit)
+	rs, err := pgx.CollectRows(rows, scanReservation)
+	if err != nil {
+		return nil, fmt.Errorf("list reservations: %w", FormatError(err))
+	}
+	return rs, nil
+}

@@ -1,0 +1,11 @@
+DROP TABLE reservations;
+DROP TABLE budgets;
+DROP TABLE budget_caps;
+DROP TABLE model_prices;
+DROP TABLE models;
+DROP TABLE api_keys;
+DROP TABLE plans;
+DROP TABLE members;
+DROP TABLE teams;
+DROP TABLE org_periods;
+DROP TABLE orgs;
