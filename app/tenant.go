@@ -55,6 +55,8 @@ type Principal struct {
 	Org Org
 	// Tiers are the model tiers the key's plan allows.
 	Tiers []string
+	// KeyHash is the stored sha256 of the key's secret.
+	KeyHash []byte
 }
 
 // Allows reports whether the principal's plan includes tier.

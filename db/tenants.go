@@ -181,7 +181,7 @@ func (db *DB) RevokeKey(ctx context.Context, id string) (app.APIKey, error) {
 
 const keySelect = `SELECT k.id, k.org_id, k.team_id, coalesce(k.member_id::text, ''), k.name, k.plan, k.prefix,
 	k.expires_at, k.revoked_at, k.created_at,
-	o.id, o.name, o.currency, o.timezone, o.usd_jpy, o.created_at, p.tiers
+	o.id, o.name, o.currency, o.timezone, o.usd_jpy, o.created_at, p.tiers, k.key_hash
 	FROM api_keys k JOIN orgs o ON o.id = k.org_id JOIN plans p ON p.name = k.plan WHERE `
 
 func (db *DB) principal(ctx context.Context, where string, arg any) (app.Principal, error) {
@@ -189,7 +189,7 @@ func (db *DB) principal(ctx context.Context, where string, arg any) (app.Princip
 	k := &p.Key
 	o := &p.Org
 	err := db.Pool.QueryRow(ctx, keySelect+where, arg).Scan(&k.ID, &k.OrgID, &k.TeamID, &k.MemberID, &k.Name, &k.Plan, &k.Prefix,
-		&k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &o.ID, &o.Name, &o.Currency, &o.TimeZone, &o.USDJPY, &o.CreatedAt, &p.Tiers)
+		&k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &o.ID, &o.Name, &o.Currency, &o.TimeZone, &o.USDJPY, &o.CreatedAt, &p.Tiers, &p.KeyHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return app.Principal{}, app.Errorf(app.ENOTFOUND, "key not found")
 	}

@@ -1,0 +1,373 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// KeyStore finds keys by the hash of their secret (db implements it).
+type KeyStore interface {
+	// PrincipalByHash returns ENOTFOUND when no key has that hash.
+	PrincipalByHash(ctx context.Context, hash []byte) (Principal, error)
+	// PeriodRate returns the USD->JPY rate fixed for the org's period, fixing it if new.
+	PeriodRate(ctx context.Context, org Org, period string) (int64, error)
+}
+
+// Ledger holds and settles reservations (db implements it).
+type Ledger interface {
+	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
+	Settle(ctx context.Context, s Settlement) (SettleOutcome, error)
+}
+
+// Gateway is the proxy pipeline of DESIGN.md section 6: authenticate, resolve the model,
+// estimate the worst case, reserve it on every budget node, and settle after the upstream
+// call whatever happens.
+type Gateway struct {
+	Keys    KeyStore
+	Ledger  Ledger
+	Catalog *Catalog
+	Counter TokenCounter
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	// RequestTimeout bounds one upstream call; a reservation's deadline is RequestTimeout
+	// plus SettleMargin, after which the sweeper settles it.
+	RequestTimeout time.Duration
+	SettleMargin   time.Duration
+	// GlobalCurrency and GlobalLocation define the gateway-wide budget node.
+	GlobalCurrency string
+	GlobalLocation *time.Location
+	// KeyCacheTTL is how long an authenticated key is trusted without a database look-up.
+	// Revocation through this process takes effect at once (ForgetKey); through another
+	// process within the TTL.
+	KeyCacheTTL time.Duration
+
+	keys  sync.Map // [32]byte -> keyEntry
+	locs  sync.Map // string -> *time.Location
+	rates sync.Map // orgID + "/" + period -> int64
+}
+
+type keyEntry struct {
+	p       Principal
+	expires time.Time
+}
+
+// Authenticate returns the principal of a bearer secret. It returns EUNAUTHORIZED for a
+// missing, unknown, revoked or expired key and EUNAVAILABLE when the database is down.
+func (g *Gateway) Authenticate(ctx context.Context, secret string) (*Principal, error) {
+	if secret == "" {
+		return nil, Errorf(EUNAUTHORIZED, "missing API key: send it as 'Authorization: Bearer <key>'")
+	}
+	hash := sha256.Sum256([]byte(secret))
+	now := g.Now()
+	if v, ok := g.keys.Load(hash); ok {
+		e := v.(*keyEntry)
+		if now.Before(e.expires) {
+			return g.checkKey(&e.p, now)
+		}
+	}
+	p, err := g.Keys.PrincipalByHash(ctx, hash[:])
+	if ErrorCode(err) == ENOTFOUND {
+		return nil, Errorf(EUNAUTHORIZED, "invalid API key")
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &keyEntry{p: p, expires: now.Add(g.KeyCacheTTL)}
+	// The database found the row by an index on the hash; compare the stored hash again in
+	// constant time, so nothing but an exact match ever authenticates.
+	if subtle.ConstantTimeCompare(p.KeyHash, hash[:]) != 1 {
+		return nil, Errorf(EUNAUTHORIZED, "invalid API key")
+	}
+	if g.KeyCacheTTL > 0 {
+		g.keys.Store(hash, e)
+	}
+	return g.checkKey(&e.p, now)
+}
+
+func (g *Gateway) checkKey(p *Principal, now time.Time) (*Principal, error) {
+	if p.Key.RevokedAt != nil {
+		return nil, Errorf(EUNAUTHORIZED, "this API key has been revoked")
+	}
+	if p.Key.ExpiresAt != nil && !now.Before(*p.Key.ExpiresAt) {
+		return nil, Errorf(EUNAUTHORIZED, "this API key has expired")
+	}
+	return p, nil
+}
+
+// ForgetKey drops a key from the authentication cache (after a revocation).
+func (g *Gateway) ForgetKey(keyID string) {
+	g.keys.Range(func(k, v any) bool {
+		if v.(*keyEntry).p.Key.ID == keyID {
+			g.keys.Delete(k)
+		}
+		return true
+	})
+}
+
+// AllowedModels returns the models the principal's plan may call.
+func (g *Gateway) AllowedModels(p *Principal) []*CatalogModel {
+	var out []*CatalogModel
+	for _, m := range g.Catalog.Models() {
+		if p.Allows(m.Tier) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Call is one admitted request: its reservation is held until Commit, Release or Close.
+type Call struct {
+	ID        string
+	Principal *Principal
+	Model     *CatalogModel
+	Request   *ProxyRequest
+	Price     Price
+	// Rate and GlobalRate convert USD into the org's and the global node's currency.
+	Rate, GlobalRate int64
+	EstInput         int64
+	MaxOutput        int64
+	Reservation      Reservation
+	// Remaining is the room left on the tightest capped node after the reservation.
+	Remaining    int64
+	HasRemaining bool
+	Deadline     time.Time
+
+	g       *Gateway
+	mu      sync.Mutex
+	settled bool
+	called  bool
+}
+
+// NewRequestID returns a fresh request id ("req_" + 24 hex characters).
+func NewRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("read random: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// Prepare resolves the model, estimates the worst case and reserves it on every budget node of
+// the principal's key. Errors: ENOTFOUND for an unknown model, EINVALID when the model does not
+// serve this endpoint, EFORBIDDEN when the plan does not include the model's tier, EBUDGET
+// naming the full node, EUNAVAILABLE when the ledger is unreachable. On success the caller must
+// settle the Call (defer Close).
+func (g *Gateway) Prepare(ctx context.Context, requestID string, p *Principal, req *ProxyRequest) (*Call, error) {
+	m, ok := g.Catalog.Lookup(req.Model)
+	if !ok {
+		return nil, &Error{Code: ENOTFOUND, Param: "model", Message: "the model '" + req.Model + "' does not exist; GET /v1/models lists the models your key may use"}
+	}
+	if m.Kind != req.Kind {
+		return nil, &Error{Code: EINVALID, Param: "model", Message: "the model '" + req.Model + "' is a " + m.Kind + " model and cannot serve this endpoint"}
+	}
+	if !p.Allows(m.Tier) {
+		return nil, &Error{Code: EFORBIDDEN, Param: "model", Message: "the model '" + req.Model + "' is in tier '" + m.Tier +
+			"', which your key's plan '" + p.Key.Plan + "' does not include (allowed tiers: " + strings.Join(p.Tiers, ", ") + ")"}
+	}
+	now := g.Now()
+	loc, err := g.location(p.Org.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	period := Period(now, loc)
+	usdJPY, err := g.rate(ctx, p.Org, period)
+	if err != nil {
+		return nil, err
+	}
+	c := &Call{ID: requestID, Principal: p, Model: m, Request: req, Price: m.PriceAt(now), g: g}
+	c.Rate = RateFor(p.Org.Currency, usdJPY)
+	c.GlobalRate = RateFor(g.GlobalCurrency, usdJPY)
+	c.EstInput = g.Counter.CountText(m.UpstreamName, req.Text) + req.ExtraInputTokens
+	if req.Kind == KindChat {
+		c.MaxOutput = req.MaxTokens
+		if c.MaxOutput == 0 {
+			c.MaxOutput = m.MaxOutputTokens
+		}
+		if req.Choices > 1 {
+			c.MaxOutput *= req.Choices
+		}
+	}
+	c.Deadline = now.Add(g.RequestTimeout + g.SettleMargin)
+	nodes := make([]Node, 0, 4)
+	nodes = append(nodes, Node{NodeOrg, p.Org.ID}, Node{NodeTeam, p.Key.TeamID})
+	if p.Key.MemberID != "" {
+		nodes = append(nodes, Node{NodeMember, p.Key.MemberID})
+	}
+	nodes = append(nodes, Node{NodeKey, p.Key.ID})
+	rr := ReserveRequest{
+		RequestID: requestID, OrgID: p.Org.ID, KeyID: p.Key.ID, Period: period, Currency: p.Org.Currency,
+		Nodes:        nodes,
+		Amount:       c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.Rate),
+		GlobalPeriod: Period(now, g.GlobalLocation), GlobalCurrency: g.GlobalCurrency,
+		GlobalAmount: c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.GlobalRate),
+		Model:        m.Name, Provider: m.Provider, UpstreamModel: m.UpstreamName, USDJPY: usdJPY,
+		EstInputTokens: c.EstInput, MaxOutputTokens: c.MaxOutput, Deadline: c.Deadline,
+	}
+	res, err := g.Ledger.Reserve(ctx, rr)
+	if err != nil {
+		// The batch may have committed before the connection failed: release whatever exists
+		// under this id, so nothing stays pending for want of a settlement.
+		go g.settle(requestID, Settlement{RequestID: requestID, Status: StatusReleased, UsageSource: "reserve-failed"})
+		return nil, err
+	}
+	if !res.Admitted || res.Duplicate {
+		if res.Duplicate {
+			return nil, Errorf(ECONFLICT, "request id %s was already used", requestID)
+		}
+		return nil, &Error{Code: EBUDGET, Node: res.FullNode.String(), Message: "budget exceeded: the " + string(res.FullNode.Kind) +
+			" budget (" + res.FullNode.String() + ") has no room for this request's worst-case cost of " +
+			FormatMoney(rr.Amount) + " " + p.Org.Currency + "; lower max_tokens or ask an admin to raise the cap"}
+	}
+	c.Reservation = res.Reservation
+	c.Remaining, c.HasRemaining = res.Remaining, res.HasRemaining
+	return c, nil
+}
+
+func (g *Gateway) location(tz string) (*time.Location, error) {
+	if v, ok := g.locs.Load(tz); ok {
+		return v.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, WrapError(EINTERNAL, err, "the org's time zone is invalid")
+	}
+	g.locs.Store(tz, loc)
+	return loc, nil
+}
+
+func (g *Gateway) rate(ctx context.Context, org Org, period string) (int64, error) {
+	key := org.ID + "/" + period
+	if v, ok := g.rates.Load(key); ok {
+		return v.(int64), nil
+	}
+	r, err := g.Keys.PeriodRate(ctx, org, period)
+	if err != nil {
+		return 0, err
+	}
+	g.rates.Store(key, r)
+	return r, nil
+}
+
+// Upstream returns the model's provider and marks the call as sent upstream: from now on an
+// unsettled call is charged, not released, because the provider may have billed it.
+func (c *Call) Upstream() Provider {
+	c.mu.Lock()
+	c.called = true
+	c.mu.Unlock()
+	return c.Model.Upstream
+}
+
+// UpstreamRequest builds the provider request: the caller's body with the upstream model
+// name and, for streams, include_usage forced on.
+func (c *Call) UpstreamRequest() *ProviderRequest {
+	body := make(map[string]json.RawMessage, len(c.Request.Body)+1)
+	for k, v := range c.Request.Body {
+		body[k] = v
+	}
+	name, _ := json.Marshal(c.Model.UpstreamName)
+	body["model"] = name
+	if c.Request.Stream {
+		so := map[string]json.RawMessage{}
+		if raw, ok := body["stream_options"]; ok && !isNull(raw) {
+			_ = json.Unmarshal(raw, &so) // validated in ParseChatRequest
+		}
+		so["include_usage"] = json.RawMessage("true")
+		body["stream_options"], _ = json.Marshal(so)
+	}
+	return &ProviderRequest{Model: c.Model.UpstreamName, Body: body, Stream: c.Request.Stream}
+}
+
+// Cost returns the actual cost of usage in the org currency and the global currency.
+func (c *Call) Cost(u Usage) (org, global int64) {
+	return c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.Rate),
+		c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.GlobalRate)
+}
+
+// CountOutput estimates the tokens of generated text (to settle a broken stream).
+func (c *Call) CountOutput(text string) int64 {
+	if text == "" {
+		return 0
+	}
+	return c.g.Counter.CountText(c.Model.UpstreamName, text)
+}
+
+// Commit settles the call at the cost of usage. source says where usage came from
+// ("upstream", "relayed", "reserved"). Only the first settlement of a Call counts.
+func (c *Call) Commit(u Usage, source string) {
+	org, global := c.Cost(u)
+	c.finish(Settlement{RequestID: c.ID, Status: StatusCommitted, Actual: org, GlobalActual: global, Usage: u, UsageSource: source})
+}
+
+// CommitReserved settles the call at its full reserved amount: for an upstream answer whose
+// usage is unknown, so the ledger never under-counts.
+func (c *Call) CommitReserved(source string) {
+	c.finish(Settlement{RequestID: c.ID, Status: StatusCommitted, Actual: c.Reservation.Amount,
+		GlobalActual: c.Reservation.GlobalAmount, UsageSource: source,
+		Usage: Usage{PromptTokens: c.EstInput, CompletionTokens: c.MaxOutput}})
+}
+
+// Release settles the call at zero: the upstream did not bill it (it refused or was never
+// called).
+func (c *Call) Release() {
+	c.finish(Settlement{RequestID: c.ID, Status: StatusReleased})
+}
+
+// Close is the safety net every caller defers: if nothing settled the call (an early return,
+// a panic), it is released when no upstream call was made and charged the reserved amount
+// otherwise.
+func (c *Call) Close() {
+	c.mu.Lock()
+	settled, called := c.settled, c.called
+	c.mu.Unlock()
+	if settled {
+		return
+	}
+	if called {
+		c.CommitReserved("unsettled")
+		return
+	}
+	c.Release()
+}
+
+func (c *Call) finish(s Settlement) {
+	c.mu.Lock()
+	if c.settled {
+		c.mu.Unlock()
+		return
+	}
+	c.settled = true
+	c.mu.Unlock()
+	s.LockIDs = c.Reservation.LockIDs()
+	c.g.settle(c.ID, s)
+}
+
+// settle runs a settlement on a context of its own, so a client that went away or a request
+// context that ended cannot stop the accounting. A settlement that still fails (the database is
+// down) is left to the sweeper, which charges the reserved amount after the deadline.
+func (g *Gateway) settle(requestID string, s Settlement) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if _, err = g.Ledger.Settle(ctx, s); err == nil {
+			return
+		}
+		if ErrorCode(err) != EUNAVAILABLE {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	if g.Log != nil && !errors.Is(err, context.Canceled) {
+		g.Log.Error("settle reservation; the sweeper will settle it after its deadline", "request_id", requestID, "status", s.Status, "err", err)
+	}
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"yosan/app"
+)
+
+// fileConfig is the YAML config file (YOSAN_CONFIG). Every field is optional; unknown fields
+// are an error, so a typo never silently falls back to a default.
+type fileConfig struct {
+	DefaultCurrency string         `yaml:"default_currency"`
+	DefaultTimeZone string         `yaml:"default_timezone"`
+	DefaultUSDJPY   string         `yaml:"default_usd_jpy"`
+	Global          globalConfig   `yaml:"global"`
+	RequestTimeout  string         `yaml:"request_timeout"`
+	SettleMargin    string         `yaml:"settle_margin"`
+	MaxBodyBytes    int64          `yaml:"max_body_bytes"`
+	KeyCacheTTL     string         `yaml:"key_cache_ttl"`
+	Sweeper         sweeperConfig  `yaml:"sweeper"`
+	Providers       []providerConf `yaml:"providers"`
+	Models          []modelConf    `yaml:"models"`
+	Plans           []planConf     `yaml:"plans"`
+}
+
+type globalConfig struct {
+	Currency string `yaml:"currency"`
+	TimeZone string `yaml:"timezone"`
+}
+
+type sweeperConfig struct {
+	Interval string `yaml:"interval"`
+	Mode     string `yaml:"mode"`
+}
+
+type providerConf struct {
+	Name      string `yaml:"name"`
+	Type      string `yaml:"type"`
+	BaseURL   string `yaml:"base_url"`
+	APIKeyEnv string `yaml:"api_key_env"`
+}
+
+type priceConf struct {
+	From        string `yaml:"from"`
+	Input       string `yaml:"input"`
+	Output      string `yaml:"output"`
+	CachedInput string `yaml:"cached_input"`
+}
+
+type modelConf struct {
+	Name            string      `yaml:"name"`
+	Provider        string      `yaml:"provider"`
+	UpstreamModel   string      `yaml:"upstream_model"`
+	Tier            string      `yaml:"tier"`
+	Kind            string      `yaml:"kind"`
+	MaxOutputTokens int64       `yaml:"max_output_tokens"`
+	ContextWindow   int64       `yaml:"context_window"`
+	Price           *priceConf  `yaml:"price"`
+	Prices          []priceConf `yaml:"prices"`
+}
+
+type planConf struct {
+	Name  string   `yaml:"name"`
+	Tiers []string `yaml:"tiers"`
+}
+
+// Config is the validated configuration.
+type Config struct {
+	Addr           string
+	DatabaseURL    string
+	AdminToken     string
+	DefaultCurr    string
+	DefaultTZ      string
+	DefaultUSDJPY  int64
+	GlobalCurrency string
+	GlobalLocation *time.Location
+	RequestTimeout time.Duration
+	SettleMargin   time.Duration
+	MaxBodyBytes   int64
+	KeyCacheTTL    time.Duration
+	SweepInterval  time.Duration
+	SweepRelease   bool
+	Demo           bool
+	DemoLatency    time.Duration
+	DemoKey        string
+	Providers      []providerConf
+	// ProviderKeys holds each provider's secret, read from its api_key_env variable.
+	ProviderKeys map[string]string
+	Models       []modelConf
+	Plans        []app.Plan
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
+
+// defaultPlans are the plans out of the box; a config file may redefine or add plans.
+var defaultPlans = []app.Plan{
+	{Name: "free", Tiers: []string{"free"}},
+	{Name: "pro", Tiers: []string{"free", "pro"}},
+	{Name: "enterprise", Tiers: []string{"free", "pro", "enterprise"}},
+}
+
+// loadConfig reads the environment and the optional config file and validates everything,
+// returning one error that lists every problem.
+func loadConfig(getenv func(string) string) (*Config, error) {
+	var fc fileConfig
+	if path := getenv("YOSAN_CONFIG"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config file: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	cfg := &Config{
+		Addr:         or(getenv("YOSAN_ADDR"), "127.0.0.1:8080"),
+		DatabaseURL:  getenv("DATABASE_URL"),
+		DefaultCurr:  or(strings.ToUpper(fc.DefaultCurrency), app.JPY),
+		DefaultTZ:    or(fc.DefaultTimeZone, "Asia/Tokyo"),
+		MaxBodyBytes: fc.MaxBodyBytes,
+		Demo:         getenv("YOSAN_DEMO") == "1" || getenv("YOSAN_DEMO") == "true",
+		DemoKey:      getenv("YOSAN_DEMO_KEY"),
+		ProviderKeys: map[string]string{},
+		Models:       fc.Models,
+		Providers:    fc.Providers,
+	}
+	tok, err := secretFromEnv(getenv, "YOSAN_ADMIN_TOKEN")
+	if err != nil {
+		bad("%v", err)
+	}
+	cfg.AdminToken = tok
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.MaxBodyBytes < 1024 {
+		bad("max_body_bytes must be at least 1024, got %d", cfg.MaxBodyBytes)
+	}
+	if !app.ValidCurrency(cfg.DefaultCurr) {
+		bad("default_currency must be JPY or USD, got %q", fc.DefaultCurrency)
+	}
+	if _, err := time.LoadLocation(cfg.DefaultTZ); err != nil {
+		bad("default_timezone %q is not an IANA time zone", cfg.DefaultTZ)
+	}
+	cfg.DefaultUSDJPY = 150 * app.Micro
+	if fc.DefaultUSDJPY != "" {
+		if v, err := app.ParseMoney(fc.DefaultUSDJPY); err != nil || v == 0 {
+			bad("default_usd_jpy must be a positive decimal string such as \"150\", got %q", fc.DefaultUSDJPY)
+		} else {
+			cfg.DefaultUSDJPY = v
+		}
+	}
+	cfg.GlobalCurrency = or(strings.ToUpper(fc.Global.Currency), app.JPY)
+	if !app.ValidCurrency(cfg.GlobalCurrency) {
+		bad("global.currency must be JPY or USD, got %q", fc.Global.Currency)
+	}
+	if cfg.GlobalLocation, err = time.LoadLocation(or(fc.Global.TimeZone, "Asia/Tokyo")); err != nil {
+		bad("global.timezone %q is not an IANA time zone", fc.Global.TimeZone)
+	}
+	cfg.RequestTimeout = duration(bad, "request_timeout", fc.RequestTimeout, 5*time.Minute)
+	cfg.SettleMargin = duration(bad, "settle_margin", fc.SettleMargin, time.Minute)
+	cfg.KeyCacheTTL = duration(bad, "key_cache_ttl", fc.KeyCacheTTL, 2*time.Second)
+	cfg.SweepInterval = duration(bad, "sweeper.interval", fc.Sweeper.Interval, 30*time.Second)
+	switch fc.Sweeper.Mode {
+	case "", "charge":
+	case "release":
+		cfg.SweepRelease = true
+	default:
+		bad("sweeper.mode must be charge or release, got %q", fc.Sweeper.Mode)
+	}
+	cfg.DemoLatency = duration(bad, "YOSAN_DEMO_LATENCY", getenv("YOSAN_DEMO_LATENCY"), 0)
+
+	provs := map[string]bool{}
+	if cfg.Demo {
+		provs["demo"] = true
+	}
+	for i, p := range fc.Providers {
+		where := fmt.Sprintf("providers[%d] (%s)", i, p.Name)
+		switch {
+		case !nameRE.MatchString(p.Name):
+			bad("providers[%d]: name %q must be letters, digits and ._:/-", i, p.Name)
+			continue
+		case provs[p.Name]:
+			bad("%s: provider name is used twice (\"demo\" is taken by YOSAN_DEMO=1)", where)
+			continue
+		}
+		provs[p.Name] = true
+		switch p.Type {
+		case "openai", "openai-compatible", "ollama":
+		default:
+			bad("%s: type must be openai, openai-compatible or ollama, got %q", where, p.Type)
+		}
+		if !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
+			bad("%s: base_url must be an http(s) URL such as https://api.openai.com/v1, got %q", where, p.BaseURL)
+		}
+		if p.APIKeyEnv != "" {
+			key := getenv(p.APIKeyEnv)
+			if key == "" {
+				bad("%s: api_key_env names %s, which is not set", where, p.APIKeyEnv)
+			}
+			cfg.ProviderKeys[p.Name] = key
+		} else if p.Type == "openai" {
+			bad("%s: type openai needs api_key_env (the environment variable holding the key)", where)
+		}
+	}
+
+	plans := map[string]app.Plan{}
+	for _, p := range defaultPlans {
+		plans[p.Name] = p
+	}
+	for i, p := range fc.Plans {
+		if !nameRE.MatchString(p.Name) {
+			bad("plans[%d]: name %q must be letters, digits and ._:/-", i, p.Name)
+			continue
+		}
+		if len(p.Tiers) == 0 {
+			bad("plans[%d] (%s): tiers must list at least one tier", i, p.Name)
+		}
+		plans[p.Name] = app.Plan{Name: p.Name, Tiers: p.Tiers}
+	}
+	for _, p := range plans {
+		cfg.Plans = append(cfg.Plans, p)
+	}
+
+	names := map[string]bool{}
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		where := fmt.Sprintf("models[%d] (%s)", i, m.Name)
+		if !nameRE.MatchString(m.Name) {
+			bad("models[%d]: name %q must be letters, digits and ._:/-", i, m.Name)
+		}
+		if names[m.Name] {
+			bad("%s: model name is used twice", where)
+		}
+		names[m.Name] = true
+		if !provs[m.Provider] {
+			bad("%s: provider %q is not defined under providers", where, m.Provider)
+		}
+		if m.UpstreamModel == "" {
+			m.UpstreamModel = m.Name
+		}
+		if m.Tier == "" {
+			bad("%s: tier is required", where)
+		}
+		if m.Kind == "" {
+			m.Kind = app.KindChat
+		}
+		if m.Kind != app.KindChat && m.Kind != app.KindEmbedding {
+			bad("%s: kind must be chat or embedding, got %q", where, m.Kind)
+		}
+		if m.Kind == app.KindChat && m.MaxOutputTokens <= 0 {
+			bad("%s: max_output_tokens must be positive (it bounds the worst case of requests without max_tokens)", where)
+		}
+		if m.Price == nil && len(m.Prices) == 0 {
+			bad("%s: price is required (USD per 1M tokens: input, output, cached_input)", where)
+		}
+		if m.Price != nil {
+			m.Prices = append([]priceConf{*m.Price}, m.Prices...)
+		}
+		for j, p := range m.Prices {
+			if _, err := toPrice(p); err != nil {
+				bad("%s: prices[%d]: %v", where, j, err)
+			}
+			if j > 0 || m.Price == nil {
+				if p.From == "" && j > 0 {
+					bad("%s: prices[%d]: from is required (RFC 3339 time or YYYY-MM-DD)", where, j)
+				}
+			}
+			if p.From != "" {
+				if _, err := parseFrom(p.From); err != nil {
+					bad("%s: prices[%d]: from %q is not an RFC 3339 time or YYYY-MM-DD", where, j, p.From)
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration:\n  - %s", strings.Join(errs, "\n  - "))
+	}
+	return cfg, nil
+}
+
+func toPrice(p priceConf) (app.Price, error) {
+	var out app.Price
+	var err error
+	if out.InputPerM, err = app.ParseMoney(p.Input); err != nil {
+		return out, fmt.Errorf("input: %s", app.ErrorMessage(err))
+	}
+	if p.Output == "" {
+		p.Output = "0"
+	}
+	if out.OutputPerM, err = app.ParseMoney(p.Output); err != nil {
+		return out, fmt.Errorf("output: %s", app.ErrorMessage(err))
+	}
+	if p.CachedInput != "" {
+		if out.CachedPerM, err = app.ParseMoney(p.CachedInput); err != nil {
+			return out, fmt.Errorf("cached_input: %s", app.ErrorMessage(err))
+		}
+	}
+	return out, nil
+}
+
+func parseFrom(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Parse("2006-01-02", s)
+}
+
+func duration(bad func(string, ...any), name, s string, def time.Duration) time.Duration {
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		bad("%s must be a duration such as 30s or 5m, got %q", name, s)
+		return def
+	}
+	return d
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// secretFromEnv reads NAME, or the file named by NAME_FILE (trailing newline trimmed).
+func secretFromEnv(getenv func(string) string, name string) (string, error) {
+	if v := getenv(name); v != "" {
+		return v, nil
+	}
+	if f := getenv(name + "_FILE"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read %s_FILE: %w", name, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,212 @@
+// Command yosan is the Yosan gateway: an OpenAI-compatible LLM API gateway whose budget caps
+// are never overspent.
+//
+//	yosan serve     run the gateway (migrates the database first)
+//	yosan migrate   apply pending migrations and exit
+//	yosan version   print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"yosan/app"
+	"yosan/db"
+	"yosan/providers/demo"
+	"yosan/providers/openai"
+	"yosan/providers/tokens"
+	"yosan/web"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cmd := "serve"
+	if len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(log)
+	case "migrate":
+		err = migrateOnly()
+	case "version", "-v", "--version":
+		fmt.Println("yosan", version)
+	case "help", "-h", "--help":
+		fmt.Println("usage: yosan [serve|migrate|version]\n\nEnvironment: DATABASE_URL, YOSAN_ADDR, YOSAN_ADMIN_TOKEN (or YOSAN_ADMIN_TOKEN_FILE),\nYOSAN_CONFIG, YOSAN_DEMO, YOSAN_DEMO_LATENCY, YOSAN_DEMO_KEY. See README.md.")
+	default:
+		err = fmt.Errorf("unknown command %q (want serve, migrate or version)", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "yosan:", err)
+		os.Exit(1)
+	}
+}
+
+func migrateOnly() error {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return errors.New("DATABASE_URL is not set")
+	}
+	return db.Migrate(url)
+}
+
+func serve(log *slog.Logger) error {
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("DATABASE_URL is not set (`make run` starts a private PostgreSQL and sets it for you)")
+	}
+	if cfg.AdminToken == "" {
+		log.Warn("YOSAN_ADMIN_TOKEN is not set: the admin API is disabled")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if err := db.Migrate(cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	d, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+	counter := tokens.New()
+	catalog, err := buildCatalog(ctx, cfg, d, counter)
+	if err != nil {
+		return err
+	}
+	ledger := db.NewLedger(d, db.LedgerConfig{GlobalCurrency: cfg.GlobalCurrency, GlobalLocation: cfg.GlobalLocation})
+	defer ledger.Close()
+	gw := &app.Gateway{
+		Keys: d, Ledger: ledger, Catalog: catalog, Counter: counter, Log: log, Now: time.Now,
+		RequestTimeout: cfg.RequestTimeout, SettleMargin: cfg.SettleMargin,
+		GlobalCurrency: cfg.GlobalCurrency, GlobalLocation: cfg.GlobalLocation, KeyCacheTTL: cfg.KeyCacheTTL,
+	}
+	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
+		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
+		DefaultUSDJPY: cfg.DefaultUSDJPY, Log: log})
+
+	var demoInfo *demoSeed
+	if cfg.Demo && cfg.DemoKey != "" {
+		if demoInfo, err = seedDemo(ctx, d, ledger, cfg); err != nil {
+			return fmt.Errorf("seed demo: %w", err)
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go sweep(ctx, ledger, cfg, log)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	printBanner(cfg, ln.Addr().String(), demoInfo)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: waiting for requests in flight to finish and settle")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout+5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// buildCatalog creates the providers, records models and prices in the database and returns
+// the catalog the gateway serves.
+func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenCounter) (*app.Catalog, error) {
+	ups := map[string]app.Provider{}
+	var models []*app.CatalogModel
+	if cfg.Demo {
+		ups[demo.Name] = demo.New(demo.Options{Latency: cfg.DemoLatency, Counter: counter})
+	}
+	for _, p := range cfg.Providers {
+		ups[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: cfg.ProviderKeys[p.Name]})
+	}
+	configured := map[string]bool{}
+	var prices []db.ModelPrice
+	for _, mc := range cfg.Models {
+		configured[mc.Name] = true
+		m := &app.CatalogModel{Model: app.Model{Name: mc.Name, Provider: mc.Provider, UpstreamName: mc.UpstreamModel,
+			Tier: mc.Tier, Kind: mc.Kind, MaxOutputTokens: mc.MaxOutputTokens, ContextWindow: mc.ContextWindow},
+			Upstream: ups[mc.Provider]}
+		for _, pc := range mc.Prices {
+			p, _ := toPrice(pc)           // validated in loadConfig
+			from, _ := parseFrom(pc.From) // zero time: in force since always
+			m.Prices = append(m.Prices, app.DatedPrice{From: from, Price: p})
+		}
+		models = append(models, m)
+	}
+	if cfg.Demo {
+		for _, dm := range demo.DefaultModels() {
+			if configured[dm.Name] {
+				continue
+			}
+			models = append(models, &app.CatalogModel{Model: dm, Upstream: ups[demo.Name],
+				Prices: []app.DatedPrice{{Price: dm.Price}}})
+		}
+	}
+	catalog, err := app.NewCatalog(models)
+	if err != nil {
+		return nil, fmt.Errorf("build catalog: %w", err)
+	}
+	var plain []app.Model
+	for _, m := range catalog.Models() {
+		plain = append(plain, m.Model)
+		for _, p := range m.Prices {
+			prices = append(prices, db.ModelPrice{Model: m.Name, From: p.From, Price: p.Price})
+		}
+	}
+	if err := d.UpsertPlans(ctx, cfg.Plans); err != nil {
+		return nil, err
+	}
+	if err := d.UpsertModels(ctx, plain, prices); err != nil {
+		return nil, err
+	}
+	return catalog, nil
+}
+
+// sweep settles reservations left pending past their deadline (a crashed process, a database
+// outage during settlement) until ctx ends.
+func sweep(ctx context.Context, l *db.Ledger, cfg *Config, log *slog.Logger) {
+	mode := db.SweepCharge
+	if cfg.SweepRelease {
+		mode = db.SweepRelease
+	}
+	t := time.NewTicker(cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := l.Sweep(ctx, mode, 1000)
+		if err != nil && ctx.Err() == nil {
+			log.Error("sweep expired reservations", "err", err)
+		}
+		if n > 0 {
+			log.Warn("swept expired reservations", "count", n, "mode", mode)
+		}
+	}
+}

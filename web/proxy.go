@@ -1,0 +1,296 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"yosan/app"
+)
+
+// Response headers of the /v1 API.
+const (
+	headerRequestID       = "x-request-id"
+	headerModel           = "x-yosan-model"
+	headerProvider        = "x-yosan-provider"
+	headerUpstreamModel   = "x-yosan-upstream-model"
+	headerBudgetRemaining = "x-yosan-budget-remaining"
+	headerBudgetCurrency  = "x-yosan-budget-currency"
+)
+
+// begin authenticates the caller and reads the body, answering every early failure before any
+// money is reserved.
+func (s *Server) begin(c echo.Context) (*app.Principal, []byte, error) {
+	c.Response().Header().Set(headerRequestID, app.NewRequestID())
+	secret, _ := bearer(c.Request())
+	p, err := s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := s.readBody(c.Request())
+	return p, body, err
+}
+
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
+	tooLarge := app.Errorf(app.ETOOLARGE, "the request body exceeds the gateway's limit of %d bytes", limit)
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, app.WrapError(app.EINVALID, err, "could not read the request body")
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge
+	}
+	return body, nil
+}
+
+// prepare parses nothing itself: it reserves the worst case of an already parsed request and
+// sets the headers every answer carries.
+func (s *Server) prepare(c echo.Context, p *app.Principal, req *app.ProxyRequest) (*app.Call, error) {
+	id := c.Response().Header().Get(headerRequestID)
+	call, err := s.cfg.Gateway.Prepare(c.Request().Context(), id, p, req)
+	if err != nil {
+		return nil, err
+	}
+	h := c.Response().Header()
+	h.Set(headerModel, call.Model.Name)
+	h.Set(headerProvider, call.Model.Provider)
+	h.Set(headerUpstreamModel, call.Model.UpstreamName)
+	h.Set(headerBudgetCurrency, p.Org.Currency)
+	if call.HasRemaining {
+		h.Set(headerBudgetRemaining, app.FormatMoney(call.Remaining))
+	} else {
+		h.Set(headerBudgetRemaining, "unlimited")
+	}
+	return call, nil
+}
+
+func (s *Server) chatCompletions(c echo.Context) error {
+	p, body, err := s.begin(c)
+	if err != nil {
+		return err
+	}
+	req, err := app.ParseChatRequest(body)
+	if err != nil {
+		return err
+	}
+	call, err := s.prepare(c, p, req)
+	if err != nil {
+		return err
+	}
+	defer call.Close()
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
+	defer cancel()
+	if req.Stream {
+		return s.stream(ctx, c, call)
+	}
+	resp, err := call.Upstream().ChatCompletion(ctx, call.UpstreamRequest())
+	return s.respond(c, call, resp, err)
+}
+
+func (s *Server) embeddings(c echo.Context) error {
+	p, body, err := s.begin(c)
+	if err != nil {
+		return err
+	}
+	req, err := app.ParseEmbeddingRequest(body)
+	if err != nil {
+		return err
+	}
+	call, err := s.prepare(c, p, req)
+	if err != nil {
+		return err
+	}
+	defer call.Close()
+	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
+	defer cancel()
+	resp, err := call.Upstream().Embeddings(ctx, call.UpstreamRequest())
+	return s.respond(c, call, resp, err)
+}
+
+// respond settles a complete upstream answer and relays it.
+func (s *Server) respond(c echo.Context, call *app.Call, resp *app.ProviderResponse, err error) error {
+	if err != nil {
+		return s.upstreamFailed(call, err)
+	}
+	if resp.HasUsage {
+		call.Commit(resp.Usage, "upstream")
+	} else {
+		call.CommitReserved("reserved")
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, resp.Body)
+}
+
+// upstreamFailed settles a call whose upstream failed before anything reached the client and
+// returns the error to show. An HTTP error answer was not billed: release. A timeout may well
+// have been billed: charge the reserved amount, never under-count.
+func (s *Server) upstreamFailed(call *app.Call, err error) error {
+	var ue *app.UpstreamError
+	if !errors.As(err, &ue) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			call.CommitReserved("timeout")
+			return app.WrapError(app.ETIMEOUT, err, "the upstream provider did not answer in time")
+		}
+		call.Release()
+		return app.WrapError(app.EUPSTREAM, err, "the upstream provider failed")
+	}
+	switch {
+	case ue.Timeout:
+		call.CommitReserved("timeout")
+		return app.WrapError(app.ETIMEOUT, err, "the upstream provider '"+call.Model.Provider+"' did not answer in time")
+	case ue.Status == 0:
+		call.Release()
+		return app.WrapError(app.EUPSTREAM, err, "could not reach the upstream provider '"+call.Model.Provider+"'")
+	case ue.ClientFault() && len(ue.Body) > 0 && bytes.HasPrefix(bytes.TrimSpace(ue.Body), []byte("{")):
+		call.Release()
+		return &app.Error{Code: app.EUPSTREAMCLIENT, Message: "rejected by the upstream", Status: ue.Status, Body: ue.Body, Err: err}
+	default:
+		call.Release()
+		return app.WrapError(app.EUPSTREAM, err, "the upstream provider '"+call.Model.Provider+"' answered HTTP "+
+			strconv.Itoa(ue.Status)+" "+http.StatusText(ue.Status))
+	}
+}
+
+var (
+	sseData     = []byte("data: ")
+	sseEnd      = []byte("\n\n")
+	sseDone     = []byte("data: [DONE]\n\n")
+	usageNull   = []byte(`,"usage":null`)
+	errorPrefix = []byte(`data: {"error":{"message":"`)
+)
+
+// stream relays an upstream SSE stream. Before the first byte an upstream failure is an
+// ordinary error answer; after it, the stream ends with an error event. Whatever happens, the
+// call is settled: on the upstream's usage when it came, else on the input estimate plus the
+// tokens actually relayed (never zero).
+func (s *Server) stream(ctx context.Context, c echo.Context, call *app.Call) error {
+	st, err := call.Upstream().ChatCompletionStream(ctx, call.UpstreamRequest())
+	if err != nil {
+		return s.upstreamFailed(call, err)
+	}
+	defer st.Close()
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 4096)
+
+	includeUsage := call.Request.IncludeUsage
+	var relayed strings.Builder
+	var usage *app.Usage
+	clientGone := false
+	var streamErr error
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			streamErr = err
+			break
+		}
+		if ch.Usage != nil {
+			u := *ch.Usage
+			usage = &u
+		}
+		relayed.WriteString(ch.Text)
+		if clientGone {
+			continue // drain for the usage chunk; the upstream bills what it generates
+		}
+		data := ch.Data
+		if !includeUsage {
+			if ch.UsageOnly {
+				continue
+			}
+			data = bytes.Replace(data, usageNull, nil, 1)
+		}
+		bw.Write(sseData)
+		bw.Write(data)
+		bw.Write(sseEnd)
+		if err := bw.Flush(); err != nil {
+			clientGone = true
+			continue
+		}
+		w.Flush()
+	}
+	switch {
+	case usage != nil:
+		call.Commit(*usage, "upstream")
+	default:
+		call.Commit(app.Usage{PromptTokens: call.EstInput, CompletionTokens: call.CountOutput(relayed.String())}, "relayed")
+	}
+	if clientGone {
+		return nil
+	}
+	if streamErr != nil {
+		if ctx.Err() != nil && c.Request().Context().Err() != nil {
+			return nil // the client went away
+		}
+		msg := "the upstream stream broke before it finished"
+		if errors.Is(streamErr, context.DeadlineExceeded) {
+			msg = "the upstream stream did not finish in time"
+		}
+		s.cfg.Log.Warn("upstream stream broke", "request_id", call.ID, "err", streamErr)
+		bw.Write(errorPrefix)
+		bw.WriteString(msg)
+		bw.WriteString(`","type":"upstream_error","param":null,"code":"upstream_stream_broken"}}`)
+		bw.Write(sseEnd)
+		bw.Flush()
+		w.Flush()
+		return nil
+	}
+	bw.Write(sseDone)
+	bw.Flush()
+	w.Flush()
+	return nil
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) listModels(c echo.Context) error {
+	c.Response().Header().Set(headerRequestID, app.NewRequestID())
+	secret, _ := bearer(c.Request())
+	p, err := s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+	if err != nil {
+		return err
+	}
+	data := []modelObject{}
+	for _, m := range s.cfg.Gateway.AllowedModels(p) {
+		data = append(data, modelObject{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (s *Server) getModel(c echo.Context) error {
+	c.Response().Header().Set(headerRequestID, app.NewRequestID())
+	secret, _ := bearer(c.Request())
+	p, err := s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+	if err != nil {
+		return err
+	}
+	name := c.Param("model")
+	for _, m := range s.cfg.Gateway.AllowedModels(p) {
+		if m.Name == name {
+			return c.JSON(http.StatusOK, modelObject{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+		}
+	}
+	return &app.Error{Code: app.ENOTFOUND, Param: "model", Message: "the model '" + name + "' does not exist or your key's plan does not include it"}
+}
