@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -106,8 +108,10 @@ func FormatError(err error) error {
 	}
 	var netErr net.Error
 	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
-		errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNREFUSED) {
 		return app.WrapError(app.EUNAVAILABLE, err, "the budget ledger is unavailable; no request is sent upstream without it")
 	}
 	return err
