@@ -148,6 +148,10 @@ type Call struct {
 	called  bool
 }
 
+// MaxReservation bounds one request's worst case (one billion units of a currency), so no
+// budget arithmetic can overflow.
+const MaxReservation = 1_000_000_000 * Micro
+
 // NewRequestID returns a fresh request id ("req_" + 24 hex characters).
 func NewRequestID() string {
 	var b [12]byte
@@ -212,6 +216,10 @@ func (g *Gateway) Prepare(ctx context.Context, requestID string, p *Principal, r
 		GlobalAmount: c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.GlobalRate),
 		Model:        m.Name, Provider: m.Provider, UpstreamModel: m.UpstreamName, USDJPY: usdJPY,
 		EstInputTokens: c.EstInput, MaxOutputTokens: c.MaxOutput, Deadline: c.Deadline,
+	}
+	if rr.Amount > MaxReservation || rr.GlobalAmount > MaxReservation {
+		return nil, &Error{Code: EINVALID, Param: "max_tokens", Message: "this request's worst-case cost (" + FormatMoney(rr.Amount) + " " +
+			p.Org.Currency + ") is larger than any budget can hold; lower max_tokens"}
 	}
 	res, err := g.Ledger.Reserve(ctx, rr)
 	if err != nil {

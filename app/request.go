@@ -33,6 +33,10 @@ type ProxyRequest struct {
 	ExtraInputTokens int64
 }
 
+// maxOutputTokens bounds max_tokens: no model generates more, and the bound keeps the worst
+// case far from overflowing.
+const maxOutputTokens = 10_000_000
+
 // imageTokenEstimate is charged per image part: a high-detail 2048x2048 image costs about 1105
 // tokens on gpt-4o; the estimate errs high.
 const imageTokenEstimate = 1500
@@ -134,8 +138,8 @@ func ParseChatRequest(body []byte) (*ProxyRequest, error) {
 			continue
 		}
 		var n int64
-		if err := json.Unmarshal(v, &n); err != nil || n < 1 {
-			return nil, &Error{Code: EINVALID, Param: f, Message: "'" + f + "' must be a positive integer"}
+		if err := json.Unmarshal(v, &n); err != nil || n < 1 || n > maxOutputTokens {
+			return nil, &Error{Code: EINVALID, Param: f, Message: "'" + f + "' must be an integer from 1 to " + itoa(maxOutputTokens)}
 		}
 		if r.MaxTokens == 0 {
 			r.MaxTokens = n

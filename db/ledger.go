@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -405,11 +406,13 @@ func (l *Ledger) reserveTx(batch []*reserveCall) error {
 	return nil
 }
 
+// fits reports whether amount still fits on b, written so that no sum can overflow: an
+// absurd amount must be refused, not wrap around into a small one.
 func fits(b *lockedBudget, amount int64) bool {
 	if b.cap == nil {
-		return true
+		return amount <= math.MaxInt64/2-b.reserved-b.spent
 	}
-	return b.reserved+b.spent+amount <= *b.cap
+	return amount <= *b.cap-b.reserved-b.spent
 }
 
 // tightest returns the least room left among the capped rows of ids.

@@ -152,8 +152,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		case http.StatusNotFound:
 			code, msg = app.ENOTFOUND, "no such endpoint: "+c.Request().Method+" "+c.Request().URL.Path
 		case http.StatusMethodNotAllowed:
-			code = app.EINVALID
-			msg = "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path
+			_ = c.JSON(http.StatusMethodNotAllowed, errorBody{Error: errorObject{Type: "invalid_request_error", Code: "method_not_allowed",
+				Message: "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path}})
+			return
 		case http.StatusRequestEntityTooLarge:
 			code = app.ETOOLARGE
 		}
