@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -290,7 +292,7 @@ func (c *Call) UpstreamRequest() *ProviderRequest {
 			_ = json.Unmarshal(raw, &so) // validated in ParseChatRequest
 		}
 		so["include_usage"] = json.RawMessage("true")
-		body["stream_options"], _ = json.Marshal(so)
+		body["stream_options"] = rawObject(so)
 	}
 	return &ProviderRequest{Model: c.Model.UpstreamName, Body: body, Stream: c.Request.Stream}
 }
@@ -378,4 +380,27 @@ func (g *Gateway) settle(requestID string, s Settlement) {
 	if g.Log != nil && !errors.Is(err, context.Canceled) {
 		g.Log.Error("settle reservation; the sweeper will settle it after its deadline", "request_id", requestID, "status", s.Status, "err", err)
 	}
+}
+
+// rawObject encodes members as a JSON object with each value's bytes unchanged (json.Marshal
+// would compact them and escape HTML characters), keys sorted.
+func rawObject(members map[string]json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(k)
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(members[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }

@@ -91,6 +91,12 @@ func (p Price) Cost(input, cached, output, rate int64) int64 {
 	if cached < 0 || cached > input {
 		cached = 0
 	}
+	if output < 0 {
+		output = 0
+	}
+	if rate < 0 {
+		rate = 0
+	}
 	cachedPrice := p.CachedPerM
 	if cachedPrice == 0 {
 		cachedPrice = p.InputPerM

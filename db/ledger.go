@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"sort"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -168,12 +165,6 @@ func (l *Ledger) Reserve(ctx context.Context, req app.ReserveRequest) (app.Reser
 	return c.res, c.err
 }
 
-type lockedBudget struct {
-	cap      *int64
-	reserved int64
-	spent    int64
-}
-
 const maxTxAttempts = 4
 
 // retryable reports whether a batch transaction failed for a reason a retry can fix.
@@ -200,236 +191,98 @@ func (l *Ledger) reserveBatch(batch []*reserveCall) {
 	}
 }
 
-// reserveTx runs one batch in one transaction, in two round trips: lock the union of the
-// batch's budget rows in id order (the one global lock order, so no deadlocks across processes)
-// and read which request ids already exist; then admit in arrival order, insert the admitted
-// rows and add each row's amount to its budgets, guarded by the insert (rows that already
-// existed move no money), and commit.
+// reserveTx runs one batch as one statement: reserve_batch (migrations/0002) locks the union of
+// the batch's budget rows in id order, admits in arrival order, inserts the ledger rows and adds
+// to the budgets, all in one round trip and one implicit transaction, so the hot rows stay
+// locked for one statement plus its WAL flush.
 func (l *Ledger) reserveTx(batch []*reserveCall) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	idSet := make(map[int64]struct{}, 8)
-	reqIDs := make([]string, 0, len(batch))
+	now := l.db.now()
+	var in insertColumns
 	for _, c := range batch {
-		for _, id := range c.ids {
-			idSet[id] = struct{}{}
-		}
-		if c.gid != 0 {
-			idSet[c.gid] = struct{}{}
-		}
-		reqIDs = append(reqIDs, c.req.RequestID)
+		in.add(c)
 	}
-	all := make([]int64, 0, len(idSet))
-	for id := range idSet {
-		all = append(all, id)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-
-	conn, err := l.db.Pool.Acquire(ctx)
+	rows, err := l.db.Pool.Query(ctx, `SELECT idx, outcome, full_bid, remaining, capped, status FROM reserve_batch(
+			$1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bigint[],
+			$9::bigint[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bigint[],
+			$16::timestamptz[], $17::timestamptz)`,
+		in.requestIDs, in.orgIDs, in.keyIDs, in.periods, in.currencies, in.amounts, in.budgetIDs, in.globalIDs,
+		in.globalAmounts, in.models, in.providers, in.upstreamModels, in.fx, in.estInput, in.maxOutput,
+		in.deadlines, now)
 	if err != nil {
-		return err
+		return fmt.Errorf("reserve batch: %w", err)
 	}
-	defer conn.Release()
-	// BEGIN travels in the first round trip and COMMIT in the second: two round trips per
-	// batch, the row locks held for one of them plus the commit's WAL flush.
-	tx := conn.Conn()
-	committed := false
-	defer func() {
-		if !committed && !tx.PgConn().IsClosed() {
-			if _, err := tx.Exec(context.Background(), "ROLLBACK"); err != nil {
-				tx.Close(context.Background()) //nolint:errcheck // the pool discards a closed conn
-			}
-		}
-	}()
-
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(`SELECT id, cap, reserved, spent FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
-	b.Queue(`SELECT `+reservationCols+` FROM reservations WHERE request_id = ANY($1)`, reqIDs)
-	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return fmt.Errorf("begin: %w", err)
-	}
-	locked := make(map[int64]*lockedBudget, len(all))
-	rows, _ := br.Query()
+	defer rows.Close()
+	answered := 0
 	for rows.Next() {
-		var id int64
-		lb := &lockedBudget{}
-		if err := rows.Scan(&id, &lb.cap, &lb.reserved, &lb.spent); err != nil {
-			rows.Close()
-			br.Close()
-			return fmt.Errorf("lock budgets: %w", err)
+		var idx int
+		var outcome string
+		var fullBID, remaining *int64
+		var capped bool
+		var status *string
+		if err := rows.Scan(&idx, &outcome, &fullBID, &remaining, &capped, &status); err != nil {
+			return fmt.Errorf("reserve batch: %w", err)
 		}
-		locked[id] = lb
+		if idx < 1 || idx > len(batch) {
+			return fmt.Errorf("reserve batch: answer for request %d of %d", idx, len(batch))
+		}
+		c := batch[idx-1]
+		switch outcome {
+		case "admitted":
+			c.res = app.ReserveResult{Admitted: true, Reservation: c.reservation(now), HasRemaining: capped}
+			if remaining != nil {
+				c.res.Remaining = *remaining
+			}
+		case "full":
+			c.res = app.ReserveResult{FullNode: c.nodeOf(fullBID)}
+		case "duplicate":
+			st := app.StatusPending
+			if status != nil {
+				st = app.ReservationStatus(*status)
+			}
+			c.res = app.ReserveResult{Duplicate: true, Admitted: st == app.StatusPending || st == app.StatusCommitted,
+				Reservation: app.Reservation{RequestID: c.req.RequestID, Status: st}}
+		default:
+			return fmt.Errorf("reserve batch: unknown outcome %q", outcome)
+		}
+		answered++
 	}
 	if err := rows.Err(); err != nil {
-		br.Close()
-		return fmt.Errorf("lock budgets: %w", err)
+		return fmt.Errorf("reserve batch: %w", err)
 	}
-	rows, _ = br.Query()
-	existing, err := pgx.CollectRows(rows, scanReservation)
-	if err != nil {
-		br.Close()
-		return fmt.Errorf("read existing reservations: %w", err)
+	if answered != len(batch) {
+		return fmt.Errorf("reserve batch: %d answers for %d requests", answered, len(batch))
 	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("lock budgets: %w", err)
-	}
-	if len(locked) != len(all) {
-		return fmt.Errorf("lock budgets: %d of %d rows found", len(locked), len(all))
-	}
-	byID := make(map[string]*app.Reservation, len(existing))
-	for i := range existing {
-		byID[existing[i].RequestID] = &existing[i]
-	}
-
-	now := l.db.Now().UTC()
-	var ins insertColumns
-	admitted := make(map[string]*reserveCall, len(batch))
-	for _, c := range batch {
-		if r, ok := byID[c.req.RequestID]; ok {
-			c.res = app.ReserveResult{Duplicate: true, Admitted: r.Status == app.StatusPending || r.Status == app.StatusCommitted, Reservation: *r}
-			continue
-		}
-		if _, dup := admitted[c.req.RequestID]; dup {
-			// The same request id twice in one batch: the first one wins, like a retry would.
-			c.res = app.ReserveResult{Duplicate: true, Admitted: true}
-			continue
-		}
-		full := -1
-		for i, id := range c.ids {
-			if !fits(locked[id], c.req.Amount) {
-				full = i
-				break
-			}
-		}
-		if full < 0 && c.gid != 0 && !fits(locked[c.gid], c.req.GlobalAmount) {
-			full = len(c.ids)
-		}
-		if full >= 0 {
-			node := app.Node{Kind: app.NodeGlobal, ID: app.GlobalNodeID}
-			if full < len(c.ids) {
-				node = c.req.Nodes[full]
-			}
-			c.res = app.ReserveResult{FullNode: node}
-			continue
-		}
-		for _, id := range c.ids {
-			locked[id].reserved += c.req.Amount
-		}
-		if c.gid != 0 {
-			locked[c.gid].reserved += c.req.GlobalAmount
-		}
-		admitted[c.req.RequestID] = c
-		r := app.Reservation{
-			RequestID: c.req.RequestID, OrgID: c.req.OrgID, KeyID: c.req.KeyID, Period: c.req.Period,
-			Status: app.StatusPending, Currency: c.req.Currency, Amount: c.req.Amount, BudgetIDs: c.ids,
-			GlobalAmount: c.req.GlobalAmount, Model: c.req.Model, Provider: c.req.Provider,
-			UpstreamModel: c.req.UpstreamModel, USDJPY: c.req.USDJPY, EstInputTokens: c.req.EstInputTokens,
-			MaxOutputTokens: c.req.MaxOutputTokens, Deadline: c.req.Deadline.UTC(), CreatedAt: now,
-		}
-		if c.gid != 0 {
-			gid := c.gid
-			r.GlobalBudgetID = &gid
-		}
-		c.res = app.ReserveResult{Admitted: true, Reservation: r}
-		ins.add(r)
-	}
-	for _, c := range admitted {
-		c.res.Remaining, c.res.HasRemaining = tightest(locked, c.ids)
-	}
-
-	b = &pgx.Batch{}
-	if len(ins.requestIDs) > 0 {
-		// The nonce guard of DESIGN.md section 5: money moves only for the rows this
-		// statement inserted (ON CONFLICT skips a concurrent duplicate), each carrying the
-		// apply_nonce just written.
-		b.Queue(`WITH ins AS (
-				INSERT INTO reservations (request_id, org_id, key_id, period, status, currency, amount,
-					budget_ids, global_budget_id, global_amount, apply_nonce, model, provider, upstream_model,
-					usd_jpy, est_input_tokens, max_output_tokens, deadline, created_at)
-				SELECT r, o::uuid, k::uuid, p, 'pending', cur, amt, bids::bigint[], nullif(gid, 0), gamt, n::uuid,
-					m, prov, um, fx, eit, mot, dl, $18
-				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
-					$7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], $13::text[],
-					$14::bigint[], $15::bigint[], $16::bigint[], $17::timestamptz[])
-					AS u(r, o, k, p, cur, amt, bids, gid, gamt, n, m, prov, um, fx, eit, mot, dl)
-				ON CONFLICT (request_id) DO NOTHING
-				RETURNING request_id, budget_ids, amount, global_budget_id, global_amount),
-			mv AS (
-				SELECT bid, sum(amt) AS amt FROM (
-					SELECT unnest(budget_ids) AS bid, amount AS amt FROM ins
-					UNION ALL
-					SELECT global_budget_id, global_amount FROM ins WHERE global_budget_id IS NOT NULL) x
-				GROUP BY bid),
-			upd AS (
-				UPDATE budgets b SET reserved = b.reserved + mv.amt FROM mv WHERE b.id = mv.bid RETURNING b.id)
-			SELECT request_id FROM ins`,
-			ins.requestIDs, ins.orgIDs, ins.keyIDs, ins.periods, ins.currencies, ins.amounts,
-			ins.budgetIDs, ins.globalIDs, ins.globalAmounts, ins.nonces, ins.models, ins.providers,
-			ins.upstreamModels, ins.fx, ins.estInput, ins.maxOutput, ins.deadlines, now)
-	}
-	b.Queue(`COMMIT`)
-	br = tx.SendBatch(ctx, b)
-	if len(ins.requestIDs) > 0 {
-		rows, _ := br.Query()
-		inserted := make(map[string]bool, len(ins.requestIDs))
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				br.Close()
-				return fmt.Errorf("insert reservations: %w", err)
-			}
-			inserted[id] = true
-		}
-		if err := rows.Err(); err != nil {
-			br.Close()
-			return fmt.Errorf("insert reservations: %w", err)
-		}
-		for id, c := range admitted {
-			if !inserted[id] {
-				// A concurrent reserve with the same id (another process) won the insert.
-				c.res = app.ReserveResult{Duplicate: true, Admitted: true}
-			}
-		}
-	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return fmt.Errorf("commit reservations: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("commit reservations: %w", err)
-	}
-	committed = true
 	return nil
 }
 
-// fits reports whether amount still fits on b, written so that no sum can overflow: an
-// absurd amount must be refused, not wrap around into a small one.
-func fits(b *lockedBudget, amount int64) bool {
-	if b.cap == nil {
-		return amount <= math.MaxInt64/2-b.reserved-b.spent
+// reservation is the ledger row an admitted call wrote.
+func (c *reserveCall) reservation(now time.Time) app.Reservation {
+	r := app.Reservation{
+		RequestID: c.req.RequestID, OrgID: c.req.OrgID, KeyID: c.req.KeyID, Period: c.req.Period,
+		Status: app.StatusPending, Currency: c.req.Currency, Amount: c.req.Amount, BudgetIDs: c.ids,
+		GlobalAmount: c.req.GlobalAmount, Model: c.req.Model, Provider: c.req.Provider,
+		UpstreamModel: c.req.UpstreamModel, USDJPY: c.req.USDJPY, EstInputTokens: c.req.EstInputTokens,
+		MaxOutputTokens: c.req.MaxOutputTokens, Deadline: c.req.Deadline.UTC(), CreatedAt: now,
 	}
-	return amount <= *b.cap-b.reserved-b.spent
+	if c.gid != 0 {
+		gid := c.gid
+		r.GlobalBudgetID = &gid
+	}
+	return r
 }
 
-// tightest returns the least room left among the capped rows of ids.
-func tightest(locked map[int64]*lockedBudget, ids []int64) (int64, bool) {
-	var best int64
-	found := false
-	for _, id := range ids {
-		b := locked[id]
-		if b.cap == nil {
-			continue
-		}
-		room := *b.cap - b.reserved - b.spent
-		if !found || room < best {
-			best, found = room, true
+// nodeOf names the node of budget row bid among the call's rows.
+func (c *reserveCall) nodeOf(bid *int64) app.Node {
+	if bid != nil {
+		for i, id := range c.ids {
+			if id == *bid {
+				return c.req.Nodes[i]
+			}
 		}
 	}
-	return best, found
+	return app.Node{Kind: app.NodeGlobal, ID: app.GlobalNodeID}
 }
 
 type insertColumns struct {
@@ -437,33 +290,29 @@ type insertColumns struct {
 	amounts                                         []int64
 	budgetIDs                                       []string
 	globalIDs, globalAmounts                        []int64
-	nonces, models, providers, upstreamModels       []string
+	models, providers, upstreamModels               []string
 	fx, estInput, maxOutput                         []int64
 	deadlines                                       []time.Time
 }
 
-func (c *insertColumns) add(r app.Reservation) {
+func (c *insertColumns) add(rc *reserveCall) {
+	r := &rc.req
 	c.requestIDs = append(c.requestIDs, r.RequestID)
 	c.orgIDs = append(c.orgIDs, r.OrgID)
 	c.keyIDs = append(c.keyIDs, r.KeyID)
 	c.periods = append(c.periods, r.Period)
 	c.currencies = append(c.currencies, r.Currency)
 	c.amounts = append(c.amounts, r.Amount)
-	c.budgetIDs = append(c.budgetIDs, int64sLiteral(r.BudgetIDs))
-	var gid int64
-	if r.GlobalBudgetID != nil {
-		gid = *r.GlobalBudgetID
-	}
-	c.globalIDs = append(c.globalIDs, gid)
+	c.budgetIDs = append(c.budgetIDs, int64sLiteral(rc.ids))
+	c.globalIDs = append(c.globalIDs, rc.gid)
 	c.globalAmounts = append(c.globalAmounts, r.GlobalAmount)
-	c.nonces = append(c.nonces, uuid.NewString())
 	c.models = append(c.models, r.Model)
 	c.providers = append(c.providers, r.Provider)
 	c.upstreamModels = append(c.upstreamModels, r.UpstreamModel)
 	c.fx = append(c.fx, r.USDJPY)
 	c.estInput = append(c.estInput, r.EstInputTokens)
 	c.maxOutput = append(c.maxOutput, r.MaxOutputTokens)
-	c.deadlines = append(c.deadlines, r.Deadline)
+	c.deadlines = append(c.deadlines, r.Deadline.UTC())
 }
 
 const reservationCols = `request_id, org_id::text, key_id::text, period, status, currency, amount, actual,

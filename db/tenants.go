@@ -19,7 +19,7 @@ import (
 // defaulted by the caller. It returns the org with its new ID.
 func (db *DB) CreateOrg(ctx context.Context, o app.Org) (app.Org, error) {
 	o.ID = uuid.NewString()
-	o.CreatedAt = db.Now().UTC()
+	o.CreatedAt = db.now()
 	_, err := db.Pool.Exec(ctx, `INSERT INTO orgs (id, name, currency, timezone, usd_jpy, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, o.ID, o.Name, o.Currency, o.TimeZone, o.USDJPY, o.CreatedAt)
 	if err != nil {
@@ -50,7 +50,7 @@ func (db *DB) CreateTeam(ctx context.Context, orgID, name string) (app.Team, err
 	if _, err := db.Org(ctx, orgID); err != nil {
 		return app.Team{}, err
 	}
-	t := app.Team{ID: uuid.NewString(), OrgID: orgID, Name: name, CreatedAt: db.Now().UTC()}
+	t := app.Team{ID: uuid.NewString(), OrgID: orgID, Name: name, CreatedAt: db.now()}
 	_, err := db.Pool.Exec(ctx, `INSERT INTO teams (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)`,
 		t.ID, t.OrgID, t.Name, t.CreatedAt)
 	if err != nil {
@@ -82,7 +82,7 @@ func (db *DB) CreateMember(ctx context.Context, orgID, teamID, email string) (ap
 	if _, err := db.Team(ctx, orgID, teamID); err != nil {
 		return app.Member{}, err
 	}
-	m := app.Member{ID: uuid.NewString(), OrgID: orgID, TeamID: teamID, Email: email, CreatedAt: db.Now().UTC()}
+	m := app.Member{ID: uuid.NewString(), OrgID: orgID, TeamID: teamID, Email: email, CreatedAt: db.now()}
 	_, err := db.Pool.Exec(ctx, `INSERT INTO members (id, org_id, team_id, email, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		m.ID, m.OrgID, m.TeamID, m.Email, m.CreatedAt)
 	if err != nil {
@@ -150,7 +150,7 @@ func (db *DB) CreateKey(ctx context.Context, k app.APIKey, secret string) (app.A
 	}
 	k.ID = uuid.NewString()
 	k.Prefix = secret[:min(len(secret), len(app.KeyPrefix)+6)]
-	k.CreatedAt = db.Now().UTC()
+	k.CreatedAt = db.now()
 	var member any
 	if k.MemberID != "" {
 		member = k.MemberID
@@ -169,7 +169,7 @@ func (db *DB) RevokeKey(ctx context.Context, id string) (app.APIKey, error) {
 	if uuid.Validate(id) != nil {
 		return app.APIKey{}, app.Errorf(app.ENOTFOUND, "key %q not found", id)
 	}
-	tag, err := db.Pool.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1`, id, db.Now().UTC())
+	tag, err := db.Pool.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1`, id, db.now())
 	if err != nil {
 		return app.APIKey{}, fmt.Errorf("revoke key: %w", FormatError(err))
 	}
@@ -264,9 +264,13 @@ func (db *DB) PeriodRate(ctx context.Context, org app.Org, period string) (int64
 			SELECT id, $2, usd_jpy, $3 FROM orgs WHERE id = $1
 			ON CONFLICT (org_id, period) DO NOTHING RETURNING usd_jpy)
 		SELECT usd_jpy FROM ins UNION ALL SELECT usd_jpy FROM org_periods WHERE org_id = $1 AND period = $2`,
-		org.ID, period, db.Now().UTC()).Scan(&rate)
+		org.ID, period, db.now()).Scan(&rate)
 	if err != nil {
 		return 0, fmt.Errorf("fix period rate: %w", FormatError(err))
 	}
 	return rate, nil
 }
+
+// now is the clock at the database's precision (microseconds), so what a create returns equals
+// what a later read returns.
+func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Microsecond) }

@@ -151,7 +151,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	if !app.ValidCurrency(cfg.DefaultCurr) {
 		bad("default_currency must be JPY or USD, got %q", fc.DefaultCurrency)
 	}
-	if _, err := time.LoadLocation(cfg.DefaultTZ); err != nil {
+	if _, err := time.LoadLocation(cfg.DefaultTZ); err != nil || cfg.DefaultTZ == "Local" {
 		bad("default_timezone %q is not an IANA time zone", cfg.DefaultTZ)
 	}
 	cfg.DefaultUSDJPY = 150 * app.Micro
@@ -166,13 +166,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	if !app.ValidCurrency(cfg.GlobalCurrency) {
 		bad("global.currency must be JPY or USD, got %q", fc.Global.Currency)
 	}
-	if cfg.GlobalLocation, err = time.LoadLocation(or(fc.Global.TimeZone, "Asia/Tokyo")); err != nil {
+	if cfg.GlobalLocation, err = time.LoadLocation(or(fc.Global.TimeZone, "Asia/Tokyo")); err != nil || fc.Global.TimeZone == "Local" {
 		bad("global.timezone %q is not an IANA time zone", fc.Global.TimeZone)
 	}
-	cfg.RequestTimeout = duration(bad, "request_timeout", fc.RequestTimeout, 5*time.Minute)
-	cfg.SettleMargin = duration(bad, "settle_margin", fc.SettleMargin, time.Minute)
-	cfg.KeyCacheTTL = duration(bad, "key_cache_ttl", fc.KeyCacheTTL, 2*time.Second)
-	cfg.SweepInterval = duration(bad, "sweeper.interval", fc.Sweeper.Interval, 30*time.Second)
+	cfg.RequestTimeout = duration(bad, "request_timeout", fc.RequestTimeout, 5*time.Minute, time.Second)
+	cfg.SettleMargin = duration(bad, "settle_margin", fc.SettleMargin, time.Minute, 0)
+	cfg.KeyCacheTTL = duration(bad, "key_cache_ttl", fc.KeyCacheTTL, 2*time.Second, 0)
+	cfg.SweepInterval = duration(bad, "sweeper.interval", fc.Sweeper.Interval, 30*time.Second, 100*time.Millisecond)
 	switch fc.Sweeper.Mode {
 	case "", "charge":
 	case "release":
@@ -180,7 +180,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	default:
 		bad("sweeper.mode must be charge or release, got %q", fc.Sweeper.Mode)
 	}
-	cfg.DemoLatency = duration(bad, "YOSAN_DEMO_LATENCY", getenv("YOSAN_DEMO_LATENCY"), 0)
+	cfg.DemoLatency = duration(bad, "YOSAN_DEMO_LATENCY", getenv("YOSAN_DEMO_LATENCY"), 0, 0)
 
 	provs := map[string]bool{}
 	if cfg.Demo {
@@ -266,23 +266,34 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		if m.Price == nil && len(m.Prices) == 0 {
 			bad("%s: price is required (USD per 1M tokens: input, output, cached_input)", where)
 		}
+		// price is in force from the start; each of prices from its own moment on.
+		froms := map[time.Time]bool{}
+		check := func(label string, p priceConf, needFrom bool) {
+			if _, err := toPrice(p); err != nil {
+				bad("%s: %s: %v", where, label, err)
+			}
+			if p.From == "" && needFrom {
+				bad("%s: %s: from is required (RFC 3339 time or YYYY-MM-DD)", where, label)
+				return
+			}
+			from, err := parseFrom(p.From)
+			if err != nil {
+				bad("%s: %s: from %q is not an RFC 3339 time or YYYY-MM-DD", where, label, p.From)
+				return
+			}
+			if froms[from] {
+				bad("%s: %s: another price already starts at %s", where, label, or(p.From, "the start"))
+			}
+			froms[from] = true
+		}
 		if m.Price != nil {
-			m.Prices = append([]priceConf{*m.Price}, m.Prices...)
+			check("price", *m.Price, false)
 		}
 		for j, p := range m.Prices {
-			if _, err := toPrice(p); err != nil {
-				bad("%s: prices[%d]: %v", where, j, err)
-			}
-			if j > 0 || m.Price == nil {
-				if p.From == "" && j > 0 {
-					bad("%s: prices[%d]: from is required (RFC 3339 time or YYYY-MM-DD)", where, j)
-				}
-			}
-			if p.From != "" {
-				if _, err := parseFrom(p.From); err != nil {
-					bad("%s: prices[%d]: from %q is not an RFC 3339 time or YYYY-MM-DD", where, j, p.From)
-				}
-			}
+			check(fmt.Sprintf("prices[%d]", j), p, m.Price != nil || j > 0)
+		}
+		if m.Price != nil {
+			m.Prices = append([]priceConf{*m.Price}, m.Prices...)
 		}
 	}
 	if len(errs) > 0 {
@@ -321,13 +332,18 @@ func parseFrom(s string) (time.Time, error) {
 	return time.Parse("2006-01-02", s)
 }
 
-func duration(bad func(string, ...any), name, s string, def time.Duration) time.Duration {
+// duration parses a setting of at least minimum, reporting anything else through bad.
+func duration(bad func(string, ...any), name, s string, def, minimum time.Duration) time.Duration {
 	if s == "" {
 		return def
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		bad("%s must be a duration such as 30s or 5m, got %q", name, s)
+	if err != nil || d < minimum {
+		atLeast := ""
+		if minimum > 0 {
+			atLeast = " of at least " + minimum.String()
+		}
+		bad("%s must be a duration%s such as 30s or 5m, got %q", name, atLeast, s)
 		return def
 	}
 	return d
