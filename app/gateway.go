@@ -53,9 +53,10 @@ type Gateway struct {
 	// process within the TTL.
 	KeyCacheTTL time.Duration
 
-	keys  sync.Map // [32]byte -> keyEntry
-	locs  sync.Map // string -> *time.Location
-	rates sync.Map // orgID + "/" + period -> int64
+	settling sync.WaitGroup
+	keys     sync.Map // [32]byte -> keyEntry
+	locs     sync.Map // string -> *time.Location
+	rates    sync.Map // orgID + "/" + period -> int64
 }
 
 type keyEntry struct {
@@ -227,7 +228,7 @@ func (g *Gateway) Prepare(ctx context.Context, requestID string, p *Principal, r
 	if err != nil {
 		// The batch may have committed before the connection failed: release whatever exists
 		// under this id, so nothing stays pending for want of a settlement.
-		go g.settle(requestID, Settlement{RequestID: requestID, Status: StatusReleased, UsageSource: "reserve-failed"})
+		g.settleAsync(Settlement{RequestID: requestID, Status: StatusReleased, UsageSource: "reserve-failed"})
 		return nil, err
 	}
 	if !res.Admitted || res.Duplicate {
@@ -358,8 +359,23 @@ func (c *Call) finish(s Settlement) {
 	c.settled = true
 	c.mu.Unlock()
 	s.LockIDs = c.Reservation.LockIDs()
-	c.g.settle(c.ID, s)
+	c.g.settleAsync(s)
 }
+
+// settleAsync settles in the background: the caller's answer does not wait for the ledger
+// write (the reservation already holds the worst case, so nothing can overspend meanwhile).
+// Drain waits for every settlement started.
+func (g *Gateway) settleAsync(s Settlement) {
+	g.settling.Add(1)
+	go func() {
+		defer g.settling.Done()
+		g.settle(s.RequestID, s)
+	}()
+}
+
+// Drain waits until every settlement started so far has finished: call it on shutdown after
+// the HTTP server stopped, before closing the ledger.
+func (g *Gateway) Drain() { g.settling.Wait() }
 
 // settle runs a settlement on a context of its own, so a client that went away or a request
 // context that ended cannot stop the accounting. A settlement that still fails (the database is

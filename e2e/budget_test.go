@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -32,8 +33,14 @@ func mustLedgerSums(tb testing.TB, pool *pgxpool.Pool) {
 	tb.Helper()
 	ctx := context.Background()
 	var pending, over, mismatched int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE status = 'pending'`).Scan(&pending); err != nil {
-		tb.Fatal(err)
+	// Settlements run after the answer is sent: give the last ones a moment.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE status = 'pending'`).Scan(&pending); err != nil {
+			tb.Fatal(err)
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM budgets WHERE reserved <> 0 OR (cap IS NOT NULL AND reserved + spent > cap)`).Scan(&over); err != nil {
 		tb.Fatal(err)

@@ -229,7 +229,7 @@ port_free "$GW_ADDR" || die "something already listens on $GW_ADDR (set BENCH_GW
 MOCK_KEY="bench-mock-key"
 log "starting yosan-mock on $MOCK_ADDR"
 # shellcheck disable=SC2086 # BENCH_MOCK_ARGS is a list of flags
-"$BIN/yosan-mock" -addr "$MOCK_ADDR" -api-key "$MOCK_KEY" ${BENCH_MOCK_ARGS:-} >"$RUN/mock.log" 2>&1 </dev/null &
+"$BIN/yosan-mock" -addr "$MOCK_ADDR" -api-key "$MOCK_KEY" ${BENCH_MOCK_ARGS:--prompt-tokens 8 -completion-tokens 16} >"$RUN/mock.log" 2>&1 </dev/null &
 PIDS+=($!)
 wait_http "http://$MOCK_ADDR/v1/models" "${PIDS[-1]}" yosan-mock "$RUN/mock.log"
 

@@ -32,10 +32,17 @@ type server struct {
 	url    string
 	db     *db.DB
 	ledger *db.Ledger
+	gw     *app.Gateway
 	client *http.Client
 }
 
 func mustServer(tb testing.TB) *server {
+	tb.Helper()
+	return mustServerWith(tb)
+}
+
+// mustServerWith assembles the server with extra models next to the demo ones.
+func mustServerWith(tb testing.TB, extra ...*app.CatalogModel) *server {
 	tb.Helper()
 	ctx := context.Background()
 	d := dbtest.New(tb)
@@ -48,6 +55,11 @@ func mustServer(tb testing.TB) *server {
 		models = append(models, &app.CatalogModel{Model: m, Upstream: up, Prices: []app.DatedPrice{{Price: m.Price}}})
 		plain = append(plain, m)
 		prices = append(prices, db.ModelPrice{Model: m.Name, Price: m.Price})
+	}
+	for _, m := range extra {
+		models = append(models, m)
+		plain = append(plain, m.Model)
+		prices = append(prices, db.ModelPrice{Model: m.Name, Price: m.Prices[0].Price})
 	}
 	catalog, err := app.NewCatalog(models)
 	if err != nil {
@@ -77,7 +89,7 @@ func mustServer(tb testing.TB) *server {
 		DefaultCurrency: app.JPY, DefaultTimeZone: "Asia/Tokyo", DefaultUSDJPY: 150 * app.Micro, Log: log})
 	ts := httptest.NewServer(srv.Echo)
 	tb.Cleanup(ts.Close)
-	return &server{url: ts.URL, db: d, ledger: ledger, client: ts.Client()}
+	return &server{url: ts.URL, db: d, ledger: ledger, gw: gw, client: ts.Client()}
 }
 
 // do sends a request; auth is the bearer token ("" for none) and body the raw body ("" for none).
@@ -111,6 +123,8 @@ func (s *server) send(tb testing.TB, req *http.Request) (*http.Response, []byte)
 	if err != nil {
 		tb.Fatalf("read %s %s: %v", req.Method, req.URL.Path, err)
 	}
+	// Settlements run after the answer: wait for them, so checks see the settled ledger.
+	s.gw.Drain()
 	return resp, b
 }
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // served only on YOSAN_PPROF_ADDR
 	"os"
 	"os/signal"
 	"syscall"
@@ -113,6 +114,14 @@ func serve(log *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	if addr := os.Getenv("YOSAN_PPROF_ADDR"); addr != "" {
+		// Profiling for operators and benchmarks, on its own (loopback) listener only.
+		go func() {
+			if err := http.ListenAndServe(addr, http.DefaultServeMux); err != nil {
+				log.Error("pprof listener", "err", err)
+			}
+		}()
+	}
 	go sweep(ctx, ledger, cfg, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -120,13 +129,16 @@ func serve(log *slog.Logger) error {
 
 	select {
 	case err := <-errc:
+		gw.Drain()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: waiting for requests in flight to finish and settle")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout+5*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	err = hs.Shutdown(sctx)
+	gw.Drain()
+	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
