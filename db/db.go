@@ -39,6 +39,14 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		cfg.MaxConns = 16
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	// The ledger statements run thousands of times a second with the same shape: plan them
+	// once (a custom plan per execution costs more than the statement itself).
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)

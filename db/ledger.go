@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,11 +23,13 @@ type LedgerConfig struct {
 	MaxBatch int
 }
 
-// Ledger is the reservation engine (DESIGN.md section 5). Reserve and Settle calls are
-// batched per process: a single loop per kind takes every call that arrived while the previous
-// batch transaction was in flight, so under load many requests share one lock acquisition and
-// one WAL flush, while a lone request pays no added wait. Per-request semantics do not change:
-// every request has its own ledger row, request_id and apply nonce.
+// Ledger is the reservation engine (DESIGN.md section 5). Calls are batched per process: one
+// loop takes every reserve and settle call that arrived while the previous batch transaction
+// was in flight (no timer: a lone request waits for nothing) and runs them as one transaction
+// in one round trip: lock the union of their budget rows in id order (the one global lock
+// order), settle, then admit the reserves in arrival order. Under load many requests share one
+// lock acquisition and one WAL flush. Per-request semantics do not change: every request has
+// its own ledger row, request_id and apply nonce.
 type Ledger struct {
 	db  *DB
 	cfg LedgerConfig
@@ -42,7 +45,6 @@ type reserveCall struct {
 	req   app.ReserveRequest
 	ids   []int64 // org-currency budget rows, same order as req.Nodes
 	gid   int64   // global budget row, 0 when none
-	ctx   context.Context
 	res   app.ReserveResult
 	err   error
 	ready chan struct{}
@@ -50,14 +52,12 @@ type reserveCall struct {
 
 type settleCall struct {
 	s     app.Settlement
-	ids   []int64
-	ctx   context.Context
 	out   app.SettleOutcome
 	err   error
 	ready chan struct{}
 }
 
-// NewLedger starts the ledger's batch loops; Close stops them.
+// NewLedger starts the ledger's batch loop; Close stops it.
 func NewLedger(db *DB, cfg LedgerConfig) *Ledger {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
@@ -75,61 +75,56 @@ func NewLedger(db *DB, cfg LedgerConfig) *Ledger {
 		settleCh:  make(chan *settleCall, 4096),
 		stop:      make(chan struct{}),
 	}
-	l.wg.Add(2)
-	go l.loop(func(batch []*reserveCall) { l.reserveBatch(batch) }, l.reserveCh)
-	go l.settleLoop()
+	l.wg.Add(1)
+	go l.loop()
 	return l
 }
 
-// Close stops the batch loops after the batches in flight.
+// Close stops the batch loop after the batch in flight. Calls still queued then are answered
+// with EUNAVAILABLE.
 func (l *Ledger) Close() {
 	close(l.stop)
 	l.wg.Wait()
-}
-
-func (l *Ledger) loop(run func([]*reserveCall), ch chan *reserveCall) {
-	defer l.wg.Done()
-	batch := make([]*reserveCall, 0, l.cfg.MaxBatch)
 	for {
 		select {
-		case <-l.stop:
+		case c := <-l.reserveCh:
+			c.err = app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
+			close(c.ready)
+		case c := <-l.settleCh:
+			c.err = app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
+			close(c.ready)
+		default:
 			return
-		case c := <-ch:
-			batch = append(batch[:0], c)
 		}
-	drain:
-		for len(batch) < l.cfg.MaxBatch {
-			select {
-			case c := <-ch:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		run(batch)
 	}
 }
 
-func (l *Ledger) settleLoop() {
+func (l *Ledger) loop() {
 	defer l.wg.Done()
-	batch := make([]*settleCall, 0, l.cfg.MaxBatch)
+	rs := make([]*reserveCall, 0, l.cfg.MaxBatch)
+	ss := make([]*settleCall, 0, l.cfg.MaxBatch)
 	for {
+		rs, ss = rs[:0], ss[:0]
 		select {
 		case <-l.stop:
 			return
+		case c := <-l.reserveCh:
+			rs = append(rs, c)
 		case c := <-l.settleCh:
-			batch = append(batch[:0], c)
+			ss = append(ss, c)
 		}
 	drain:
-		for len(batch) < l.cfg.MaxBatch {
+		for len(rs) < l.cfg.MaxBatch && len(ss) < l.cfg.MaxBatch {
 			select {
+			case c := <-l.reserveCh:
+				rs = append(rs, c)
 			case c := <-l.settleCh:
-				batch = append(batch, c)
+				ss = append(ss, c)
 			default:
 				break drain
 			}
 		}
-		l.settleBatch(batch)
+		l.runBatch(rs, ss)
 	}
 }
 
@@ -145,7 +140,7 @@ func (l *Ledger) Reserve(ctx context.Context, req app.ReserveRequest) (app.Reser
 	if err != nil {
 		return app.ReserveResult{}, fmt.Errorf("reserve: %w", err)
 	}
-	c := &reserveCall{req: req, ids: ids, ctx: ctx, ready: make(chan struct{})}
+	c := &reserveCall{req: req, ids: ids, ready: make(chan struct{})}
 	if req.GlobalPeriod != "" {
 		gids, err := l.budgetIDs(ctx, "", req.GlobalPeriod, req.GlobalCurrency, []app.Node{{Kind: app.NodeGlobal, ID: app.GlobalNodeID}})
 		if err != nil {
@@ -176,85 +171,151 @@ func retryable(err error) bool {
 	return false
 }
 
-func (l *Ledger) reserveBatch(batch []*reserveCall) {
+// runBatch runs one batch transaction, retrying it on a deadlock or serialization failure,
+// and answers every call in it.
+func (l *Ledger) runBatch(rs []*reserveCall, ss []*settleCall) {
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
-		if err = l.reserveTx(batch); err == nil || !retryable(err) {
+		if err = l.batchTx(rs, ss); err == nil || !retryable(err) {
 			break
 		}
 	}
-	for _, c := range batch {
+	for _, c := range rs {
 		if err != nil {
 			c.res, c.err = app.ReserveResult{}, fmt.Errorf("reserve: %w", FormatError(err))
 		}
 		close(c.ready)
 	}
+	for _, c := range ss {
+		if err != nil {
+			c.out, c.err = app.SettleOutcome{}, fmt.Errorf("settle: %w", FormatError(err))
+		}
+		close(c.ready)
+	}
 }
 
-// reserveTx runs one batch as one statement: reserve_batch (migrations/0002) locks the union of
-// the batch's budget rows in id order, admits in arrival order, inserts the ledger rows and adds
-// to the budgets, all in one round trip and one implicit transaction, so the hot rows stay
-// locked for one statement plus its WAL flush.
-func (l *Ledger) reserveTx(batch []*reserveCall) error {
+// batchTx sends the batch as one pipeline ending in a single Sync, which PostgreSQL runs as
+// one implicit transaction: one round trip and one commit for all of it. The first statement
+// locks every budget row the batch touches in id order; the settlements go next, so the room
+// they free is there for the reserves; reserve_batch (migrations/0002) then admits in arrival
+// order, inserts the ledger rows and adds to the budgets.
+func (l *Ledger) batchTx(rs []*reserveCall, ss []*settleCall) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	idSet := make(map[int64]struct{}, 8)
+	for _, c := range rs {
+		for _, id := range c.ids {
+			idSet[id] = struct{}{}
+		}
+		if c.gid != 0 {
+			idSet[c.gid] = struct{}{}
+		}
+	}
+	for _, c := range ss {
+		for _, id := range c.s.LockIDs {
+			idSet[id] = struct{}{}
+		}
+	}
+	all := make([]int64, 0, len(idSet))
+	for id := range idSet {
+		all = append(all, id)
+	}
+	slices.Sort(all)
+
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
+	readSettle := l.queueSettle(b, ss)
+	readReserve := l.queueReserve(b, rs, all)
+	br := l.db.Pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock budgets: %w", err)
+	}
+	if err := readSettle(br); err != nil {
+		return err
+	}
+	if err := readReserve(br); err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// queueReserve queues the reserve_batch call for rs and returns the reader of its answer.
+func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids []int64) func(pgx.BatchResults) error {
+	if len(batch) == 0 {
+		return func(pgx.BatchResults) error { return nil }
+	}
 	now := l.db.now()
 	var in insertColumns
+	sent := make([]*reserveCall, 0, len(batch))
+	seen := make(map[string]bool, len(batch))
 	for _, c := range batch {
+		if seen[c.req.RequestID] {
+			// The same id twice in one batch: the first one is reserved, this one is its
+			// duplicate (as a retry arriving later would be).
+			c.res = app.ReserveResult{Duplicate: true, Admitted: true, Reservation: app.Reservation{RequestID: c.req.RequestID, Status: app.StatusPending}}
+			continue
+		}
+		seen[c.req.RequestID] = true
+		sent = append(sent, c)
 		in.add(c)
 	}
-	rows, err := l.db.Pool.Query(ctx, `SELECT idx, outcome, full_bid, remaining, capped, status FROM reserve_batch(
+	batch = sent
+	b.Queue(`SELECT idx, outcome, full_bid, remaining, capped, status FROM reserve_batch($18::bigint[],
 			$1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bigint[],
 			$9::bigint[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bigint[],
 			$16::timestamptz[], $17::timestamptz)`,
 		in.requestIDs, in.orgIDs, in.keyIDs, in.periods, in.currencies, in.amounts, in.budgetIDs, in.globalIDs,
 		in.globalAmounts, in.models, in.providers, in.upstreamModels, in.fx, in.estInput, in.maxOutput,
-		in.deadlines, now)
-	if err != nil {
-		return fmt.Errorf("reserve batch: %w", err)
-	}
-	defer rows.Close()
-	answered := 0
-	for rows.Next() {
-		var idx int
-		var outcome string
-		var fullBID, remaining *int64
-		var capped bool
-		var status *string
-		if err := rows.Scan(&idx, &outcome, &fullBID, &remaining, &capped, &status); err != nil {
+		in.deadlines, now, ids)
+	return func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
 			return fmt.Errorf("reserve batch: %w", err)
 		}
-		if idx < 1 || idx > len(batch) {
-			return fmt.Errorf("reserve batch: answer for request %d of %d", idx, len(batch))
-		}
-		c := batch[idx-1]
-		switch outcome {
-		case "admitted":
-			c.res = app.ReserveResult{Admitted: true, Reservation: c.reservation(now), HasRemaining: capped}
-			if remaining != nil {
-				c.res.Remaining = *remaining
+		defer rows.Close()
+		answered := 0
+		for rows.Next() {
+			var idx int
+			var outcome string
+			var fullBID, remaining *int64
+			var capped bool
+			var status *string
+			if err := rows.Scan(&idx, &outcome, &fullBID, &remaining, &capped, &status); err != nil {
+				return fmt.Errorf("reserve batch: %w", err)
 			}
-		case "full":
-			c.res = app.ReserveResult{FullNode: c.nodeOf(fullBID)}
-		case "duplicate":
-			st := app.StatusPending
-			if status != nil {
-				st = app.ReservationStatus(*status)
+			if idx < 1 || idx > len(batch) {
+				return fmt.Errorf("reserve batch: answer for request %d of %d", idx, len(batch))
 			}
-			c.res = app.ReserveResult{Duplicate: true, Admitted: st == app.StatusPending || st == app.StatusCommitted,
-				Reservation: app.Reservation{RequestID: c.req.RequestID, Status: st}}
-		default:
-			return fmt.Errorf("reserve batch: unknown outcome %q", outcome)
+			c := batch[idx-1]
+			switch outcome {
+			case "admitted":
+				c.res = app.ReserveResult{Admitted: true, Reservation: c.reservation(now), HasRemaining: capped}
+				if remaining != nil {
+					c.res.Remaining = *remaining
+				}
+			case "full":
+				c.res = app.ReserveResult{FullNode: c.nodeOf(fullBID)}
+			case "duplicate":
+				st := app.StatusPending
+				if status != nil {
+					st = app.ReservationStatus(*status)
+				}
+				c.res = app.ReserveResult{Duplicate: true, Admitted: st == app.StatusPending || st == app.StatusCommitted,
+					Reservation: app.Reservation{RequestID: c.req.RequestID, Status: st}}
+			default:
+				return fmt.Errorf("reserve batch: unknown outcome %q", outcome)
+			}
+			answered++
 		}
-		answered++
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("reserve batch: %w", err)
+		}
+		if answered != len(batch) {
+			return fmt.Errorf("reserve batch: %d answers for %d requests", answered, len(batch))
+		}
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reserve batch: %w", err)
-	}
-	if answered != len(batch) {
-		return fmt.Errorf("reserve batch: %d answers for %d requests", answered, len(batch))
-	}
-	return nil
 }
 
 // reservation is the ledger row an admitted call wrote.

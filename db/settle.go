@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -39,7 +37,7 @@ func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcom
 		}
 		s.LockIDs = ids
 	}
-	c := &settleCall{s: s, ctx: ctx, ready: make(chan struct{})}
+	c := &settleCall{s: s, ready: make(chan struct{})}
 	// Settlement must not be lost to a cancelled request: it is queued regardless of ctx.
 	l.settleCh <- c
 	<-c.ready
@@ -62,29 +60,13 @@ func (l *Ledger) lockIDs(ctx context.Context, requestID string) ([]int64, error)
 	return ids, nil
 }
 
-func (l *Ledger) settleBatch(batch []*settleCall) {
-	var err error
-	for attempt := 0; attempt < maxTxAttempts; attempt++ {
-		if err = l.settleTx(batch); err == nil || !retryable(err) {
-			break
-		}
+// queueSettle queues the settlement statement for batch and returns the reader of its answer.
+// The ledger rows move only while pending, each writing a fresh apply_nonce, and the budgets
+// move only by the rows that carry the nonce just written.
+func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchResults) error {
+	if len(batch) == 0 {
+		return func(pgx.BatchResults) error { return nil }
 	}
-	for _, c := range batch {
-		if err != nil {
-			c.out, c.err = app.SettleOutcome{}, fmt.Errorf("settle: %w", FormatError(err))
-		}
-		close(c.ready)
-	}
-}
-
-// settleTx settles a batch in one round trip: pgx sends the statements as one pipeline ending
-// in a single Sync, which PostgreSQL runs as one implicit transaction. The first statement locks
-// the budget rows in id order (the global lock order shared with reserves), the second moves
-// the ledger rows and then the money guarded by their fresh nonces.
-func (l *Ledger) settleTx(batch []*settleCall) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	idSet := make(map[int64]struct{}, 8)
 	seen := make(map[string]bool, len(batch))
 	var rids, statuses, nonces, sources []string
 	var actuals, gactuals, itoks, ctoks, otoks []int64
@@ -94,9 +76,6 @@ func (l *Ledger) settleTx(batch []*settleCall) error {
 			continue // the same reservation twice in one batch: only the first may apply
 		}
 		seen[c.s.RequestID] = true
-		for _, id := range c.s.LockIDs {
-			idSet[id] = struct{}{}
-		}
 		rids = append(rids, c.s.RequestID)
 		statuses = append(statuses, string(c.s.Status))
 		nonces = append(nonces, uuid.NewString())
@@ -107,14 +86,6 @@ func (l *Ledger) settleTx(batch []*settleCall) error {
 		ctoks = append(ctoks, c.s.Usage.CachedTokens)
 		otoks = append(otoks, c.s.Usage.CompletionTokens)
 	}
-	all := make([]int64, 0, len(idSet))
-	for id := range idSet {
-		all = append(all, id)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-
-	b := &pgx.Batch{}
-	b.Queue(`SELECT id FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
 	b.Queue(`WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
 				$6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
@@ -140,40 +111,37 @@ func (l *Ledger) settleTx(batch []*settleCall) error {
 			UPDATE budgets b SET reserved = b.reserved - mv.res, spent = b.spent + mv.sp
 			FROM mv WHERE b.id = mv.bid RETURNING b.id)
 		SELECT request_id, overrun FROM upd`,
-		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.Now().UTC())
-	br := l.db.Pool.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("lock budgets: %w", err)
-	}
-	rows, _ := br.Query()
-	applied := make(map[string]bool, len(rids))
-	overrun := make(map[string]bool)
-	for rows.Next() {
-		var id string
-		var ov bool
-		if err := rows.Scan(&id, &ov); err != nil {
-			rows.Close()
+		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.now())
+	return func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
 			return fmt.Errorf("settle reservations: %w", err)
 		}
-		applied[id] = true
-		overrun[id] = ov
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("settle reservations: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("settle reservations: %w", err)
-	}
-	seen = make(map[string]bool, len(batch))
-	for _, c := range batch {
-		if seen[c.s.RequestID] {
-			continue
+		defer rows.Close()
+		applied := make(map[string]bool, len(rids))
+		overrun := make(map[string]bool)
+		for rows.Next() {
+			var id string
+			var ov bool
+			if err := rows.Scan(&id, &ov); err != nil {
+				return fmt.Errorf("settle reservations: %w", err)
+			}
+			applied[id] = true
+			overrun[id] = ov
 		}
-		seen[c.s.RequestID] = true
-		c.out = app.SettleOutcome{Applied: applied[c.s.RequestID], Overrun: overrun[c.s.RequestID]}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("settle reservations: %w", err)
+		}
+		seen := make(map[string]bool, len(batch))
+		for _, c := range batch {
+			if seen[c.s.RequestID] {
+				continue
+			}
+			seen[c.s.RequestID] = true
+			c.out = app.SettleOutcome{Applied: applied[c.s.RequestID], Overrun: overrun[c.s.RequestID]}
+		}
+		return nil
 	}
-	return nil
 }
 
 // SweepMode says how the sweeper settles a reservation past its deadline.

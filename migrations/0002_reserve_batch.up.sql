@@ -6,20 +6,22 @@
 -- only for the rows the INSERT actually wrote (ON CONFLICT skips a request id that exists), each
 -- carrying its own fresh apply_nonce.
 --
--- Inputs are parallel arrays, one element per request in arrival order; p_bids holds each
+-- p_ids lists every budget row of the batch in ascending order (the caller computes it once
+-- for its own lock statement). The other inputs are parallel arrays, one element per request in
+-- arrival order; p_bids holds each
 -- request's org-currency budget row ids as an array literal ('{3,1,7}'), p_gid its global row
 -- (0 for none). One output row per request: outcome is 'admitted', 'full' (full_bid names the
 -- first row without room) or 'duplicate' (status is the existing row's status); remaining is
 -- the least room left on the request's capped org-currency rows after it was admitted.
 CREATE FUNCTION reserve_batch(
-    p_rid text[], p_org uuid[], p_key uuid[], p_period text[], p_cur text[], p_amt bigint[],
+    p_ids bigint[], p_rid text[], p_org uuid[], p_key uuid[], p_period text[], p_cur text[], p_amt bigint[],
     p_bids text[], p_gid bigint[], p_gamt bigint[], p_model text[], p_prov text[], p_um text[],
     p_fx bigint[], p_eit bigint[], p_mot bigint[], p_dl timestamptz[], p_now timestamptz)
 RETURNS TABLE (idx int, outcome text, full_bid bigint, remaining bigint, capped boolean, status text)
 LANGUAGE plpgsql AS $$
 DECLARE
     n        int := coalesce(array_length(p_rid, 1), 0);
-    ids      bigint[];
+    ids      bigint[] := p_ids;
     caps     bigint[] := '{}';
     rsv      bigint[] := '{}';
     spt      bigint[] := '{}';
@@ -48,9 +50,6 @@ BEGIN
     IF n = 0 THEN
         RETURN;
     END IF;
-    SELECT array_agg(x ORDER BY x) INTO ids FROM (
-        SELECT DISTINCT unnest(b::bigint[]) AS x FROM unnest(p_bids) AS b
-        UNION SELECT g FROM unnest(p_gid) AS g WHERE g <> 0) s;
     FOR r IN SELECT b.id, b.cap, b.reserved, b.spent FROM budgets b WHERE b.id = ANY (ids) ORDER BY b.id FOR UPDATE LOOP
         caps := array_append(caps, r.cap);
         rsv := array_append(rsv, r.reserved);
@@ -59,16 +58,10 @@ BEGIN
     IF coalesce(array_length(rsv, 1), 0) <> array_length(ids, 1) THEN
         RAISE EXCEPTION 'reserve_batch: % of % budget rows found', coalesce(array_length(rsv, 1), 0), array_length(ids, 1);
     END IF;
-    SELECT array_agg(x.request_id), array_agg(x.status) INTO ex_rid, ex_st
-        FROM reservations x WHERE x.request_id = ANY (p_rid);
-
+    -- A request id that already exists (a retried reserve) is found by the INSERT below; until
+    -- then it is admitted like any other, which only ever makes later requests of the batch
+    -- see less room, never more.
     FOR i IN 1..n LOOP
-        pos := array_position(ex_rid, p_rid[i]);
-        IF pos IS NOT NULL THEN
-            o_out[i] := 'duplicate';
-            o_st[i] := ex_st[pos];
-            CONTINUE;
-        END IF;
         nodes := p_bids[i]::bigint[];
         fullb := NULL;
         FOR k IN 1..coalesce(array_length(nodes, 1), 0) + 1 LOOP
@@ -136,13 +129,20 @@ BEGIN
         UPDATE budgets b SET reserved = b.reserved + mv.amt FROM mv WHERE b.id = mv.bid RETURNING b.id)
     SELECT array_agg(ins.request_id) INTO ins_rid FROM ins;
 
-    FOR i IN 1..n LOOP
-        IF adm[i] AND (ins_rid IS NULL OR array_position(ins_rid, p_rid[i]) IS NULL) THEN
-            -- a concurrent reserve with the same id (another process) won the insert
-            o_out[i] := 'duplicate';
-            o_st[i] := 'pending';
-        END IF;
-    END LOOP;
+    IF coalesce(array_length(ins_rid, 1), 0) < (SELECT count(*) FROM unnest(adm) AS a WHERE a) THEN
+        -- Some admitted ids existed already (or a concurrent reserve in another process won the
+        -- insert): they are duplicates, answered with the existing row's status.
+        SELECT array_agg(x.request_id), array_agg(x.status) INTO ex_rid, ex_st
+            FROM reservations x WHERE x.request_id = ANY (p_rid);
+        FOR i IN 1..n LOOP
+            IF adm[i] AND (ins_rid IS NULL OR array_position(ins_rid, p_rid[i]) IS NULL) THEN
+                o_out[i] := 'duplicate';
+                o_st[i] := ex_st[array_position(ex_rid, p_rid[i])];
+                o_rem[i] := NULL;
+                o_cap[i] := false;
+            END IF;
+        END LOOP;
+    END IF;
     RETURN QUERY SELECT t.i::int, t.o, t.f, t.r, t.c, t.s
         FROM unnest(o_out, o_full, o_rem, o_cap, o_st) WITH ORDINALITY AS t(o, f, r, c, s, i);
 END;

@@ -1,0 +1,57 @@
+package db_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"yosan/app"
+	"yosan/db"
+	"yosan/db/dbtest"
+)
+
+// BenchmarkReserveSettle measures the ledger alone: one reserve and one commit per request on
+// one hot org, sequentially (the latency a lone request pays) and from many goroutines (the
+// throughput batching buys). Run: make bench-ledger.
+func BenchmarkReserveSettle(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		parallel int
+	}{{"Sequential", 0}, {"Parallel64", 64}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := dbtest.New(b)
+			now := fixedNow(d)
+			l := db.NewLedger(d, db.LedgerConfig{})
+			b.Cleanup(l.Close)
+			tn := mustTenant(b, d, "bench")
+			mustCap(b, l, app.Node{Kind: app.NodeOrg, ID: tn.org.ID}, 1_000_000_000)
+			ctx := context.Background()
+			one := func() {
+				res, err := l.Reserve(ctx, reserveReq(tn, 1000, now))
+				if err != nil || !res.Admitted {
+					b.Fatal(err, res)
+				}
+				if _, err := l.Settle(ctx, app.Settlement{RequestID: res.Reservation.RequestID, Status: app.StatusCommitted,
+					Actual: 900, GlobalActual: 900, LockIDs: res.Reservation.LockIDs()}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			one() // warm the budget id cache and prepared statements
+			b.ResetTimer()
+			if bc.parallel == 0 {
+				for i := 0; i < b.N; i++ {
+					one()
+				}
+				return
+			}
+			var n atomic.Int64
+			b.SetParallelism(bc.parallel)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					one()
+					n.Add(1)
+				}
+			})
+		})
+	}
+}
