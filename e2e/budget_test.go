@@ -69,8 +69,7 @@ func probeWorstCase(tb testing.TB, g *gateway, tn tenant, body map[string]any) (
 	if status, _, out := g.chat(tb, tn.Key, body); status != 200 {
 		tb.Fatalf("probe: %d %v", status, out)
 	}
-	rs := g.mustAdmin(tb, "GET", "/orgs/"+tn.Org+"/reservations?limit=1", nil, 200)["data"].([]any)
-	r := rs[0].(map[string]any)
+	r := waitSettled(tb, g, tn.Org)
 	amount, err := app.ParseMoney(r["amount"].(string))
 	if err != nil {
 		tb.Fatal(err)
@@ -173,6 +172,7 @@ func TestHierarchyHTTP(t *testing.T) {
 	if status, _, out := g.chat(t, otherKey, chatBody("gpt-4o-mini", 10)); status != 200 {
 		t.Fatalf("other team: %d %v", status, out)
 	}
+	waitSettled(t, g, tn.Org)
 	org := g.mustAdmin(t, "GET", "/budgets/org/"+tn.Org, nil, 200)
 	team := g.mustAdmin(t, "GET", "/budgets/team/"+tn.Team, nil, 200)
 	if team["spent"] != "0" || team["reserved"] != "0" || org["spent"] == "0" {
@@ -195,8 +195,7 @@ func TestOverrunHTTP(t *testing.T) {
 	if status, _, out := g.chat(t, tn.Key, chatBody("gpt-4o-mini", 10)); status != 200 {
 		t.Fatalf("overrunning request: %d %v", status, out)
 	}
-	rs := g.mustAdmin(t, "GET", "/orgs/"+tn.Org+"/reservations?limit=1", nil, 200)["data"].([]any)
-	r := rs[0].(map[string]any)
+	r := waitSettled(t, g, tn.Org)
 	// 5000 in x 0.15 + 5000 out x 0.60 USD per 1M at 150 JPY = 0.5625 JPY
 	if r["overrun"] != true || r["actual"] != "0.5625" {
 		t.Fatalf("ledger row %v, want overrun with actual 0.5625", r)
