@@ -306,6 +306,18 @@ echo
 "$BIN/yosan-load" -compare "$RUN/direct-rate.json,$RUN/gateway-rate.json"
 "$BIN/yosan-load" -compare "$RUN/direct-closed.json,$RUN/gateway-closed.json"
 
+# The cap above is large so the measurements above see only admitted requests. Now make it
+# bite: leave room for about EXHAUST_ROOM yen more and hammer the hot org until it is full, so
+# the ledger check below proves that a cap actually reached under full load was not overspent.
+EXHAUST_ROOM="${BENCH_EXHAUST_ROOM:-20}"
+log "exhausting the org budget: cap = spent + $EXHAUST_ROOM JPY, closed loop $WORKERS workers for 5s"
+SPENT="$(admin GET "/admin/v1/budgets/org/$ORG" | json_get spent)"
+NEWCAP="$(awk -v s="$SPENT" -v r="$EXHAUST_ROOM" 'BEGIN { printf "%.6f", s + r }')"
+admin PUT "/admin/v1/budgets/org/$ORG" "{\"cap\":\"$NEWCAP\"}" >/dev/null
+load gateway-exhaust "$GW_URL" "$KEY" -mode closed -workers "$WORKERS" -duration 5s
+sleep 1
+echo "org budget after exhaustion: $(admin GET "/admin/v1/budgets/org/$ORG")"
+
 # ---------------------------------------------------------------------------------------------
 # the ledger
 
