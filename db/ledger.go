@@ -223,13 +223,19 @@ func (l *Ledger) batchTx(rs []*reserveCall, ss []*settleCall) error {
 	slices.Sort(all)
 
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
+	if len(ss) > 0 {
+		// reserve_batch locks the same rows in the same order by itself; settlements
+		// need them locked before they touch the first ledger row.
+		b.Queue(`SELECT id FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
+	}
 	readSettle := l.queueSettle(b, ss)
 	readReserve := l.queueReserve(b, rs, all)
 	br := l.db.Pool.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("lock budgets: %w", err)
+	if len(ss) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock budgets: %w", err)
+		}
 	}
 	if err := readSettle(br); err != nil {
 		return err
