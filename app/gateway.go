@@ -298,10 +298,12 @@ func (c *Call) UpstreamRequest() *ProviderRequest {
 	return &ProviderRequest{Model: c.Model.UpstreamName, Body: body, Stream: c.Request.Stream}
 }
 
-// Cost returns the actual cost of usage in the org currency and the global currency.
+// Cost returns the actual cost of usage in the org currency and the global currency. An absurd
+// usage (a broken upstream) is recorded at MaxReservation, so it still blocks the node as an
+// overrun but cannot overflow a budget counter.
 func (c *Call) Cost(u Usage) (org, global int64) {
-	return c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.Rate),
-		c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.GlobalRate)
+	return min(c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.Rate), MaxReservation),
+		min(c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.GlobalRate), MaxReservation)
 }
 
 // CountOutput estimates the tokens of generated text (to settle a broken stream).
@@ -385,7 +387,12 @@ func (g *Gateway) settle(requestID string, s Settlement) {
 	defer cancel()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if _, err = g.Ledger.Settle(ctx, s); err == nil {
+		var out SettleOutcome
+		if out, err = g.Ledger.Settle(ctx, s); err == nil {
+			if out.Overrun && g.Log != nil {
+				g.Log.Warn("overrun: the true cost exceeded the reserved worst case; the node refuses new requests until its cap is raised or the period ends",
+					"request_id", requestID, "actual", FormatMoney(s.Actual))
+			}
 			return
 		}
 		if ErrorCode(err) != EUNAVAILABLE {
