@@ -48,6 +48,10 @@ type Gateway struct {
 	// GlobalCurrency and GlobalLocation define the gateway-wide budget node.
 	GlobalCurrency string
 	GlobalLocation *time.Location
+	// AsyncSettle settles after the answer is sent instead of before its last byte: the
+	// client saves one ledger transaction of latency, but may read its budget a moment before
+	// the settlement lands. Off by default: a finished answer is a settled answer.
+	AsyncSettle bool
 	// KeyCacheTTL is how long an authenticated key is trusted without a database look-up.
 	// Revocation through this process takes effect at once (ForgetKey); through another
 	// process within the TTL.
@@ -361,12 +365,15 @@ func (c *Call) finish(s Settlement) {
 	c.settled = true
 	c.mu.Unlock()
 	s.LockIDs = c.Reservation.LockIDs()
-	c.g.settleAsync(s)
+	if c.g.AsyncSettle {
+		c.g.settleAsync(s)
+		return
+	}
+	c.g.settle(s.RequestID, s)
 }
 
-// settleAsync settles in the background: the caller's answer does not wait for the ledger
-// write (the reservation already holds the worst case, so nothing can overspend meanwhile).
-// Drain waits for every settlement started.
+// settleAsync settles in the background (the reservation already holds the worst case, so
+// nothing can overspend meanwhile). Drain waits for every settlement started.
 func (g *Gateway) settleAsync(s Settlement) {
 	g.settling.Add(1)
 	go func() {

@@ -104,12 +104,12 @@ func fireConcurrent(tb testing.TB, gws []*gateway, key string, body map[string]a
 	return counts
 }
 
-func testExactAdmission(t *testing.T, processes int) {
+func testExactAdmission(t *testing.T, processes int, extraConfig string) {
 	fu := newFakeUpstream(t, openaifake.Options{})
 	url := dbtest.NewURL(t)
 	var gws []*gateway
 	for i := 0; i < processes; i++ {
-		gws = append(gws, startGateway(t, url, fakeConfig(fu.URL)))
+		gws = append(gws, startGateway(t, url, fakeConfig(fu.URL)+extraConfig))
 	}
 	g := gws[0]
 	tn := g.newTenant(t, "free")
@@ -148,8 +148,9 @@ func testExactAdmission(t *testing.T, processes int) {
 // exactly k worst cases.
 func TestBudgetNeverOverspent(t *testing.T) {
 	for _, processes := range []int{1, 3} {
-		t.Run(strconv.Itoa(processes)+"Gateways", func(t *testing.T) { testExactAdmission(t, processes) })
+		t.Run(strconv.Itoa(processes)+"Gateways", func(t *testing.T) { testExactAdmission(t, processes, "") })
 	}
+	t.Run("3GatewaysAsyncSettle", func(t *testing.T) { testExactAdmission(t, 3, "settle_async: true\n") })
 }
 
 // TestHierarchyHTTP: a full team cap blocks its keys but not another team's.

@@ -248,6 +248,9 @@ models:
     max_output_tokens: 256
     price: {input: "0.15", output: "0.60"}   # USD per 1M tokens
 EOF
+if [ -n "${BENCH_SETTLE_ASYNC:-}" ]; then   # measure the settle-after-the-answer mode
+    echo "settle_async: true" >>"$CONFIG"
+fi
 
 ADMIN_TOKEN="$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \n')"
 log "starting yosan serve on $GW_ADDR"

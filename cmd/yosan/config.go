@@ -26,6 +26,7 @@ type fileConfig struct {
 	SettleMargin    string         `yaml:"settle_margin"`
 	MaxBodyBytes    int64          `yaml:"max_body_bytes"`
 	KeyCacheTTL     string         `yaml:"key_cache_ttl"`
+	SettleAsync     bool           `yaml:"settle_async"`
 	Sweeper         sweeperConfig  `yaml:"sweeper"`
 	Providers       []providerConf `yaml:"providers"`
 	Models          []modelConf    `yaml:"models"`
@@ -87,6 +88,7 @@ type Config struct {
 	SettleMargin   time.Duration
 	MaxBodyBytes   int64
 	KeyCacheTTL    time.Duration
+	SettleAsync    bool
 	SweepInterval  time.Duration
 	SweepRelease   bool
 	Demo           bool
@@ -131,6 +133,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		DefaultCurr:  or(strings.ToUpper(fc.DefaultCurrency), app.JPY),
 		DefaultTZ:    or(fc.DefaultTimeZone, "Asia/Tokyo"),
 		MaxBodyBytes: fc.MaxBodyBytes,
+		SettleAsync:  fc.SettleAsync,
 		Demo:         getenv("YOSAN_DEMO") == "1" || getenv("YOSAN_DEMO") == "true",
 		DemoKey:      getenv("YOSAN_DEMO_KEY"),
 		ProviderKeys: map[string]string{},

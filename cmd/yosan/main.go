@@ -97,6 +97,7 @@ func serve(log *slog.Logger) error {
 		Keys: d, Ledger: ledger, Catalog: catalog, Counter: counter, Log: log, Now: time.Now,
 		RequestTimeout: cfg.RequestTimeout, SettleMargin: cfg.SettleMargin,
 		GlobalCurrency: cfg.GlobalCurrency, GlobalLocation: cfg.GlobalLocation, KeyCacheTTL: cfg.KeyCacheTTL,
+		AsyncSettle: cfg.SettleAsync,
 	}
 	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
 		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
