@@ -24,7 +24,21 @@ type budgetKey struct {
 // creating missing rows from the nodes' standing caps. Ids are cached: a row, once created,
 // is never deleted.
 func (l *Ledger) budgetIDs(ctx context.Context, orgID, period, currency string, nodes []app.Node) ([]int64, error) {
-	ids := make([]int64, len(nodes))
+	for attempt := 0; ; attempt++ {
+		ids, retry, err := l.ensureBudgets(ctx, orgID, period, currency, nodes)
+		if !retry || attempt == 3 {
+			if retry {
+				err = fmt.Errorf("ensure budget rows: rows not visible after %d attempts", attempt+1)
+			}
+			return ids, err
+		}
+	}
+}
+
+// ensureBudgets is one attempt of budgetIDs; retry is true when a row created concurrently by
+// another transaction was not yet visible to this statement.
+func (l *Ledger) ensureBudgets(ctx context.Context, orgID, period, currency string, nodes []app.Node) (ids []int64, retry bool, err error) {
+	ids = make([]int64, len(nodes))
 	var missKinds, missIDs []string
 	var missIdx []int
 	for i, n := range nodes {
@@ -37,7 +51,7 @@ func (l *Ledger) budgetIDs(ctx context.Context, orgID, period, currency string, 
 		missIdx = append(missIdx, i)
 	}
 	if len(missIdx) == 0 {
-		return ids, nil
+		return ids, false, nil
 	}
 	var org any
 	if orgID != "" {
@@ -57,7 +71,7 @@ func (l *Ledger) budgetIDs(ctx context.Context, orgID, period, currency string, 
 		LEFT JOIN budgets b ON b.node_kind = w.k AND b.node_id = w.i AND b.period = $4`,
 		missKinds, missIDs, org, period, currency)
 	if err != nil {
-		return nil, fmt.Errorf("ensure budget rows: %w", FormatError(err))
+		return nil, false, fmt.Errorf("ensure budget rows: %w", FormatError(err))
 	}
 	found := 0
 	for rows.Next() {
@@ -65,7 +79,7 @@ func (l *Ledger) budgetIDs(ctx context.Context, orgID, period, currency string, 
 		var id *int64
 		if err := rows.Scan(&ord, &id); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("scan budget id: %w", FormatError(err))
+			return nil, false, fmt.Errorf("scan budget id: %w", FormatError(err))
 		}
 		if id == nil {
 			continue // created concurrently by another transaction not yet visible: retried below
@@ -76,14 +90,11 @@ func (l *Ledger) budgetIDs(ctx context.Context, orgID, period, currency string, 
 		found++
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ensure budget rows: %w", FormatError(err))
+		return nil, false, fmt.Errorf("ensure budget rows: %w", FormatError(err))
 	}
-	if found < len(missIdx) {
-		// ON CONFLICT DO NOTHING waited for a concurrent insert whose row this statement's
-		// snapshot cannot see; a second statement does.
-		return l.budgetIDs(ctx, orgID, period, currency, nodes)
-	}
-	return ids, nil
+	// ON CONFLICT DO NOTHING may have waited for a concurrent insert whose row this statement's
+	// snapshot cannot see; a second statement does.
+	return ids, found < len(missIdx), nil
 }
 
 // NodeOwner returns the org of a budget node (the zero Org for the global node), checking the

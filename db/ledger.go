@@ -99,6 +99,15 @@ func (l *Ledger) Close() {
 	}
 }
 
+func (l *Ledger) stopped() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func (l *Ledger) loop() {
 	defer l.wg.Done()
 	rs := make([]*reserveCall, 0, l.cfg.MaxBatch)
@@ -147,6 +156,9 @@ func (l *Ledger) Reserve(ctx context.Context, req app.ReserveRequest) (app.Reser
 			return app.ReserveResult{}, fmt.Errorf("reserve: %w", err)
 		}
 		c.gid = gids[0]
+	}
+	if l.stopped() {
+		return app.ReserveResult{}, app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
 	}
 	select {
 	case l.reserveCh <- c:

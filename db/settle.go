@@ -39,6 +39,9 @@ func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcom
 	}
 	c := &settleCall{s: s, ready: make(chan struct{})}
 	// Settlement must not be lost to a cancelled request: it is queued regardless of ctx.
+	if l.stopped() {
+		return app.SettleOutcome{}, app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
+	}
 	l.settleCh <- c
 	<-c.ready
 	return c.out, c.err
