@@ -150,7 +150,7 @@ func (s *Server) upstreamFailed(call *app.Call, err error) error {
 		return app.WrapError(app.ETIMEOUT, err, "the upstream provider '"+call.Model.Provider+"' did not answer in time")
 	case ue.Status == 0:
 		call.Release()
-		return app.WrapError(app.EUPSTREAM, err, "could not reach the upstream provider '"+call.Model.Provider+"'")
+		return app.WrapError(app.EUPSTREAM, err, "the upstream provider '"+call.Model.Provider+"' could not be reached or sent an invalid answer")
 	case ue.ClientFault() && len(ue.Body) > 0 && bytes.HasPrefix(bytes.TrimSpace(ue.Body), []byte("{")):
 		call.Release()
 		return &app.Error{Code: app.EUPSTREAMCLIENT, Message: "rejected by the upstream", Status: ue.Status, Body: ue.Body, Err: err}
