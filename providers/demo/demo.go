@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"yosan/app"
+	"yosan/providers/openai"
 	"yosan/providers/tokens"
 )
 
@@ -350,37 +351,21 @@ func (p *Provider) ChatCompletion(ctx context.Context, req *app.ProviderRequest)
 	b = append(b, `","object":"chat.completion","created":`...)
 	b = strconv.AppendInt(b, a.created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSON(b, a.model)
+	b = openai.AppendString(b, a.model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	if a.toolName != "" {
 		b = append(b, `null,"tool_calls":[{"id":"call_demo_`...)
 		b = append(b, a.id[len("chatcmpl-demo-"):]...)
 		b = append(b, `","type":"function","function":{"name":`...)
-		b = appendJSON(b, a.toolName)
+		b = openai.AppendString(b, a.toolName)
 		b = append(b, `,"arguments":"{}"}}]`...)
 	} else {
-		b = appendJSON(b, a.content())
+		b = openai.AppendString(b, a.content())
 	}
 	b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
 	b = append(b, a.finish...)
 	b = append(b, `"}],"usage":`...)
-	b = appendUsage(b, a.usage)
+	b = openai.AppendUsage(b, a.usage)
 	b = append(b, `,"service_tier":"default","system_fingerprint":"`+SystemFingerprint+`"}`...)
 	return &app.ProviderResponse{Body: b, Usage: a.usage, HasUsage: true}, nil
-}
-
-func appendJSON(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
-}
-
-func appendUsage(b []byte, u app.Usage) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, u.PromptTokens, 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, u.CompletionTokens, 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, u.PromptTokens+u.CompletionTokens, 10)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
-	return b
 }

@@ -3,14 +3,11 @@ package demo
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
-	"hash/fnv"
-	"math"
 	"strconv"
 
 	"yosan/app"
+	"yosan/providers/openai"
 )
 
 // EmbeddingDims is the length of a demo embedding.
@@ -76,11 +73,11 @@ func (p *Provider) Embeddings(ctx context.Context, req *app.ProviderRequest) (*a
 		b = append(b, `{"object":"embedding","index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"embedding":`...)
-		b = appendVector(b, vector(in, dims), er.EncodingFormat == "base64")
+		b = openai.AppendEmbedding(b, openai.HashVector(in, dims), er.EncodingFormat == "base64")
 		b = append(b, '}')
 	}
 	b = append(b, `],"model":`...)
-	b = appendJSON(b, er.Model)
+	b = openai.AppendString(b, er.Model)
 	b = append(b, `,"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, promptTokens, 10)
 	b = append(b, `,"total_tokens":`...)
@@ -134,52 +131,4 @@ func (p *Provider) embeddingInputs(model string, raw json.RawMessage) ([][]byte,
 		return out, n, true
 	}
 	return nil, 0, false
-}
-
-// vector returns a deterministic unit vector for input.
-func vector(input []byte, dims int) []float32 {
-	h := fnv.New64a()
-	_, _ = h.Write(input)
-	x := h.Sum64()
-	v := make([]float32, dims)
-	var norm float64
-	for i := range v {
-		x += 0x9e3779b97f4a7c15 // splitmix64
-		z := x
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-		z ^= z >> 31
-		f := float64(z>>11)/float64(1<<53)*2 - 1
-		v[i] = float32(f)
-		norm += f * f
-	}
-	if norm > 0 {
-		n := math.Sqrt(norm)
-		for i := range v {
-			v[i] = float32(float64(v[i]) / n)
-		}
-	}
-	return v
-}
-
-// appendVector appends v as OpenAI encodes an embedding: a JSON array of numbers, or a JSON
-// string of the little-endian float32 bytes in standard base64.
-func appendVector(b []byte, v []float32, asBase64 bool) []byte {
-	if asBase64 {
-		raw := make([]byte, 4*len(v))
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
-		}
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, raw)
-		return append(b, '"')
-	}
-	b = append(b, '[')
-	for i, f := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
-	}
-	return append(b, ']')
 }

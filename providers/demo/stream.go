@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"yosan/app"
+	"yosan/providers/openai"
 )
 
 // ChatCompletionStream answers a chat completion as an OpenAI stream: a role chunk, at most 16
@@ -50,7 +51,7 @@ func (s *stream) Close() error {
 // chunks builds every chunk of the streamed answer.
 func (a *answer) chunks() []app.StreamChunk {
 	head := `{"id":"` + a.id + `","object":"chat.completion.chunk","created":` + strconv.FormatInt(a.created, 10) +
-		`,"model":` + string(appendJSON(nil, a.model))
+		`,"model":` + string(openai.AppendString(nil, a.model))
 	tail := "}"
 	if a.includeUsage {
 		tail = `,"usage":null}`
@@ -68,18 +69,18 @@ func (a *answer) chunks() []app.StreamChunk {
 		callID := "call_demo_" + a.id[len("chatcmpl-demo-"):]
 		out = append(out,
 			chunk(delta(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"`+callID+
-				`","type":"function","function":{"name":`+string(appendJSON(nil, a.toolName))+`,"arguments":""}}],"refusal":null}`), ""),
+				`","type":"function","function":{"name":`+string(openai.AppendString(nil, a.toolName))+`,"arguments":""}}],"refusal":null}`), ""),
 			chunk(delta(`{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}`), "{}"))
 	} else {
 		out = append(out, chunk(delta(`{"role":"assistant","content":"","refusal":null}`), ""))
 		for _, piece := range splitContent(a.content(), len(a.words)) {
-			out = append(out, chunk(delta(`{"content":`+string(appendJSON(nil, piece))+`}`), piece))
+			out = append(out, chunk(delta(`{"content":`+string(openai.AppendString(nil, piece))+`}`), piece))
 		}
 	}
 	out = append(out, chunk(`{"index":0,"delta":{},"logprobs":null,"finish_reason":"`+a.finish+`"}`, ""))
 	if a.includeUsage {
 		u := a.usage
-		data := head + `,"choices":[],"usage":` + string(appendUsage(nil, u)) + "}"
+		data := head + `,"choices":[],"usage":` + string(openai.AppendUsage(nil, u)) + "}"
 		out = append(out, app.StreamChunk{Data: []byte(data), Usage: &u, UsageOnly: true})
 	}
 	return out

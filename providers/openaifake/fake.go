@@ -7,18 +7,16 @@ package openaifake
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
-	"hash/fnv"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"yosan/app"
+	"yosan/providers/openai"
 )
 
 // Created is the "created" timestamp of every answer, fixed so answers are reproducible.
@@ -362,38 +360,19 @@ func (f *Fake) content() string {
 	return sb.String()
 }
 
-func (f *Fake) usageJSON(b []byte) []byte {
-	o := f.opts
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, o.PromptTokens, 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, o.CompletionTokens, 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, o.PromptTokens+o.CompletionTokens, 10)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-	b = strconv.AppendInt(b, o.CachedTokens, 10)
-	b = append(b, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
-	return b
-}
-
-func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
-}
-
 func (f *Fake) completion(model string, omitUsage bool) []byte {
 	build := func() []byte {
 		b := make([]byte, 0, 512+len(model)+8*int(f.opts.CompletionTokens))
 		b = append(b, `{"id":"chatcmpl-fake","object":"chat.completion","created":`...)
 		b = strconv.AppendInt(b, Created, 10)
 		b = append(b, `,"model":`...)
-		b = appendString(b, model)
+		b = openai.AppendString(b, model)
 		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		b = appendString(b, f.content())
+		b = openai.AppendString(b, f.content())
 		b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}]`...)
 		if !omitUsage {
 			b = append(b, `,"usage":`...)
-			b = f.usageJSON(b)
+			b = openai.AppendUsage(b, app.Usage{PromptTokens: f.opts.PromptTokens, CompletionTokens: f.opts.CompletionTokens, CachedTokens: f.opts.CachedTokens})
 		}
 		b = append(b, `,"service_tier":"default","system_fingerprint":"`+SystemFingerprint+`"}`...)
 		return b
@@ -409,7 +388,7 @@ func (f *Fake) events(model string, includeUsage, omitUsage bool) [][]byte {
 	head := []byte(`{"id":"chatcmpl-fake","object":"chat.completion.chunk","created":`)
 	head = strconv.AppendInt(head, Created, 10)
 	head = append(head, `,"model":`...)
-	head = appendString(head, model)
+	head = openai.AppendString(head, model)
 	tail := `}`
 	if includeUsage {
 		tail = `,"usage":null}`
@@ -425,14 +404,14 @@ func (f *Fake) events(model string, includeUsage, omitUsage bool) [][]byte {
 	var evs [][]byte
 	evs = append(evs, event(`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`))
 	for i := range f.opts.CompletionTokens {
-		w := appendString(nil, words[i%int64(len(words))])
+		w := openai.AppendString(nil, words[i%int64(len(words))])
 		evs = append(evs, event(`{"index":0,"delta":{"content":`+string(w)+`},"logprobs":null,"finish_reason":null}`))
 	}
 	evs = append(evs, event(`{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}`))
 	if includeUsage && !omitUsage {
 		b := append([]byte("data: "), head...)
 		b = append(b, `,"choices":[],"usage":`...)
-		b = f.usageJSON(b)
+		b = openai.AppendUsage(b, app.Usage{PromptTokens: f.opts.PromptTokens, CompletionTokens: f.opts.CompletionTokens, CachedTokens: f.opts.CachedTokens})
 		evs = append(evs, append(b, "}\n\n"...))
 	}
 	return append(evs, []byte("data: [DONE]\n\n"))
@@ -465,11 +444,11 @@ func (f *Fake) serveEmbeddings(w http.ResponseWriter, rj *requestJSON, omitUsage
 		b = append(b, `{"object":"embedding","index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"embedding":`...)
-		b = AppendVector(b, Vector(in, dims), rj.EncodingFormat == "base64")
+		b = openai.AppendEmbedding(b, openai.HashVector(in, dims), rj.EncodingFormat == "base64")
 		b = append(b, '}')
 	}
 	b = append(b, `],"model":`...)
-	b = appendString(b, rj.Model)
+	b = openai.AppendString(b, rj.Model)
 	if !omitUsage {
 		b = append(b, `,"usage":{"prompt_tokens":`...)
 		b = strconv.AppendInt(b, f.opts.PromptTokens, 10)
@@ -501,52 +480,4 @@ func splitInput(raw json.RawMessage) ([]json.RawMessage, bool) {
 		return []json.RawMessage{raw}, true // one token array
 	}
 	return items, true
-}
-
-// Vector returns the deterministic unit vector of dims dimensions the fake gives input.
-func Vector(input []byte, dims int) []float32 {
-	h := fnv.New64a()
-	_, _ = h.Write(input)
-	x := h.Sum64()
-	v := make([]float32, dims)
-	var norm float64
-	for i := range v {
-		x += 0x9e3779b97f4a7c15 // splitmix64
-		z := x
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-		z ^= z >> 31
-		f := float64(z>>11)/float64(1<<53)*2 - 1
-		v[i] = float32(f)
-		norm += f * f
-	}
-	if norm > 0 {
-		n := math.Sqrt(norm)
-		for i := range v {
-			v[i] = float32(float64(v[i]) / n)
-		}
-	}
-	return v
-}
-
-// AppendVector appends v as OpenAI encodes an embedding: a JSON array of numbers, or with
-// asBase64 a JSON string of the little-endian float32 bytes in standard base64.
-func AppendVector(b []byte, v []float32, asBase64 bool) []byte {
-	if asBase64 {
-		raw := make([]byte, 4*len(v))
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
-		}
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, raw)
-		return append(b, '"')
-	}
-	b = append(b, '[')
-	for i, f := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
-	}
-	return append(b, ']')
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"yosan/providers/openai"
 	"yosan/providers/openaifake"
 )
 
@@ -242,7 +243,7 @@ func TestEmbeddings(t *testing.T) {
 		t.Errorf("body %s", body)
 	}
 	_, b64 := MustPost(t, srv.URL+"/v1/embeddings", `{"model":"m","input":"a","encoding_format":"base64","dimensions":2}`)
-	want := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":"` + string(openaifake.AppendVector(nil, openaifake.Vector([]byte(`"a"`), 2), true)[1:])
+	want := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":"` + string(openai.AppendEmbedding(nil, openai.HashVector([]byte(`"a"`), 2), true)[1:])
 	if !strings.HasPrefix(b64, want) || !strings.HasSuffix(b64, `"model":"m","usage":{"prompt_tokens":5,"total_tokens":5}}`) {
 		t.Errorf("base64 body %s", b64)
 	}
