@@ -25,38 +25,29 @@ const (
 	headerBudgetCurrency  = "x-yosan-budget-currency"
 )
 
-// begin authenticates the caller and reads the body, answering every early failure before any
-// money is reserved.
-func (s *Server) begin(c echo.Context) (*app.Principal, []byte, error) {
+// authenticate gives the request its id and returns the caller's key.
+func (s *Server) authenticate(c echo.Context) (*app.Principal, error) {
 	c.Response().Header().Set(headerRequestID, app.NewRequestID())
 	secret, _ := bearer(c.Request())
-	p, err := s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+	return s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+}
+
+// admit authenticates, reads and parses the body, and reserves the request's worst case,
+// answering every early failure before any money is reserved. On success the caller must
+// settle the call (defer Close) and set the headers every admitted answer carries.
+func (s *Server) admit(c echo.Context, parse func([]byte) (*app.ProxyRequest, error)) (*app.Call, error) {
+	p, err := s.authenticate(c)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	body, err := s.readBody(c.Request())
-	return p, body, err
-}
-
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
-	limit := s.cfg.MaxBodyBytes
-	tooLarge := app.Errorf(app.ETOOLARGE, "the request body exceeds the gateway's limit of %d bytes", limit)
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, app.WrapError(app.EINVALID, err, "could not read the request body")
+		return nil, err
 	}
-	if int64(len(body)) > limit {
-		return nil, tooLarge
+	req, err := parse(body)
+	if err != nil {
+		return nil, err
 	}
-	return body, nil
-}
-
-// prepare parses nothing itself: it reserves the worst case of an already parsed request and
-// sets the headers every answer carries.
-func (s *Server) prepare(c echo.Context, p *app.Principal, req *app.ProxyRequest) (*app.Call, error) {
 	id := c.Response().Header().Get(headerRequestID)
 	call, err := s.cfg.Gateway.Prepare(c.Request().Context(), id, p, req)
 	if err != nil {
@@ -75,23 +66,31 @@ func (s *Server) prepare(c echo.Context, p *app.Principal, req *app.ProxyRequest
 	return call, nil
 }
 
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
+	tooLarge := app.Errorf(app.ETOOLARGE, "the request body exceeds the gateway's limit of %d bytes", limit)
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, app.WrapError(app.EINVALID, err, "could not read the request body")
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge
+	}
+	return body, nil
+}
+
 func (s *Server) chatCompletions(c echo.Context) error {
-	p, body, err := s.begin(c)
-	if err != nil {
-		return err
-	}
-	req, err := app.ParseChatRequest(body)
-	if err != nil {
-		return err
-	}
-	call, err := s.prepare(c, p, req)
+	call, err := s.admit(c, app.ParseChatRequest)
 	if err != nil {
 		return err
 	}
 	defer call.Close()
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
 	defer cancel()
-	if req.Stream {
+	if call.Request.Stream {
 		return s.stream(ctx, c, call)
 	}
 	resp, err := call.Upstream().ChatCompletion(ctx, call.UpstreamRequest())
@@ -99,15 +98,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 }
 
 func (s *Server) embeddings(c echo.Context) error {
-	p, body, err := s.begin(c)
-	if err != nil {
-		return err
-	}
-	req, err := app.ParseEmbeddingRequest(body)
-	if err != nil {
-		return err
-	}
-	call, err := s.prepare(c, p, req)
+	call, err := s.admit(c, app.ParseEmbeddingRequest)
 	if err != nil {
 		return err
 	}
@@ -266,9 +257,7 @@ type modelObject struct {
 }
 
 func (s *Server) listModels(c echo.Context) error {
-	c.Response().Header().Set(headerRequestID, app.NewRequestID())
-	secret, _ := bearer(c.Request())
-	p, err := s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+	p, err := s.authenticate(c)
 	if err != nil {
 		return err
 	}
@@ -280,9 +269,7 @@ func (s *Server) listModels(c echo.Context) error {
 }
 
 func (s *Server) getModel(c echo.Context) error {
-	c.Response().Header().Set(headerRequestID, app.NewRequestID())
-	secret, _ := bearer(c.Request())
-	p, err := s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
+	p, err := s.authenticate(c)
 	if err != nil {
 		return err
 	}

@@ -152,9 +152,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		case http.StatusNotFound:
 			code, msg = app.ENOTFOUND, "no such endpoint: "+c.Request().Method+" "+c.Request().URL.Path
 		case http.StatusMethodNotAllowed:
-			_ = c.JSON(http.StatusMethodNotAllowed, errorBody{Error: errorObject{Type: "invalid_request_error", Code: "method_not_allowed",
-				Message: "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path}})
-			return
+			code = app.EINVALID
+			msg = "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path
 		case http.StatusRequestEntityTooLarge:
 			code = app.ETOOLARGE
 		}
@@ -169,6 +168,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	code := app.ErrorCode(err)
 	status, typ, ocode := statusOf(code)
+	if he != nil && he.Code == http.StatusMethodNotAllowed {
+		status, ocode = http.StatusMethodNotAllowed, "method_not_allowed"
+	}
 	if status >= 500 {
 		s.cfg.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path,
 			"request_id", c.Response().Header().Get(headerRequestID), "err", err)
