@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -67,7 +68,7 @@ func ParseChatRequest(body []byte) (*ProxyRequest, error) {
 	var sb strings.Builder
 	for i, m := range msgs {
 		if m.Role == "" {
-			return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + itoa(i) + "].role is required"}
+			return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + strconv.Itoa(i) + "].role is required"}
 		}
 		r.ExtraInputTokens += 4 // per-message framing, as OpenAI counts it (errs high)
 		sb.WriteString(m.Name)
@@ -81,7 +82,7 @@ func ParseChatRequest(body []byte) (*ProxyRequest, error) {
 		case '"':
 			var s string
 			if err := json.Unmarshal(m.Content, &s); err != nil {
-				return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + itoa(i) + "].content is not a valid string", Err: err}
+				return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + strconv.Itoa(i) + "].content is not a valid string", Err: err}
 			}
 			sb.WriteString(s)
 			sb.WriteByte('\n')
@@ -91,7 +92,7 @@ func ParseChatRequest(body []byte) (*ProxyRequest, error) {
 				Text string `json:"text"`
 			}
 			if err := json.Unmarshal(m.Content, &parts); err != nil {
-				return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + itoa(i) + "].content must be a string or an array of content parts", Err: err}
+				return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + strconv.Itoa(i) + "].content must be a string or an array of content parts", Err: err}
 			}
 			for _, p := range parts {
 				switch p.Type {
@@ -106,7 +107,7 @@ func ParseChatRequest(body []byte) (*ProxyRequest, error) {
 				}
 			}
 		default:
-			return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + itoa(i) + "].content must be a string or an array of content parts"}
+			return nil, &Error{Code: EINVALID, Param: "messages", Message: "messages[" + strconv.Itoa(i) + "].content must be a string or an array of content parts"}
 		}
 	}
 	// Tool definitions and schemas are read by the model too.
@@ -139,7 +140,7 @@ func ParseChatRequest(body []byte) (*ProxyRequest, error) {
 		}
 		var n int64
 		if err := json.Unmarshal(v, &n); err != nil || n < 1 || n > maxOutputTokens {
-			return nil, &Error{Code: EINVALID, Param: f, Message: "'" + f + "' must be an integer from 1 to " + itoa(maxOutputTokens)}
+			return nil, &Error{Code: EINVALID, Param: f, Message: "'" + f + "' must be an integer from 1 to " + strconv.Itoa(maxOutputTokens)}
 		}
 		if r.MaxTokens == 0 {
 			r.MaxTokens = n
@@ -213,8 +214,3 @@ func parseCommon(body []byte, kind string) (*ProxyRequest, error) {
 }
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
-}

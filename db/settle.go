@@ -71,6 +71,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 		return func(pgx.BatchResults) error { return nil }
 	}
 	seen := make(map[string]bool, len(batch))
+	sent := make([]*settleCall, 0, len(batch))
 	var rids, statuses, nonces, sources []string
 	var actuals, gactuals, itoks, ctoks, otoks []int64
 	for _, c := range batch {
@@ -79,6 +80,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 			continue // the same reservation twice in one batch: only the first may apply
 		}
 		seen[c.s.RequestID] = true
+		sent = append(sent, c)
 		rids = append(rids, c.s.RequestID)
 		statuses = append(statuses, string(c.s.Status))
 		nonces = append(nonces, uuid.NewString())
@@ -135,12 +137,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("settle reservations: %w", err)
 		}
-		seen := make(map[string]bool, len(batch))
-		for _, c := range batch {
-			if seen[c.s.RequestID] {
-				continue
-			}
-			seen[c.s.RequestID] = true
+		for _, c := range sent {
 			c.out = app.SettleOutcome{Applied: applied[c.s.RequestID], Overrun: overrun[c.s.RequestID]}
 		}
 		return nil

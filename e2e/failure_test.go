@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,7 @@ import (
 // streamRequest opens a streamed chat completion and returns the response for reading.
 func streamRequest(tb testing.TB, ctx context.Context, g *gateway, key string, maxTokens int) *http.Response {
 	tb.Helper()
-	body := `{"model":"gpt-4o-mini","stream":true,"max_tokens":` + itoa(maxTokens) + `,"messages":[{"role":"user","content":"Tell me a long story."}]}`
+	body := `{"model":"gpt-4o-mini","stream":true,"max_tokens":` + strconv.Itoa(maxTokens) + `,"messages":[{"role":"user","content":"Tell me a long story."}]}`
 	req, err := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
@@ -34,17 +35,6 @@ func streamRequest(tb testing.TB, ctx context.Context, g *gateway, key string, m
 		tb.Fatalf("stream answered %d: %s", resp.StatusCode, b)
 	}
 	return resp
-}
-
-func itoa(n int) string {
-	b := []byte{}
-	if n == 0 {
-		return "0"
-	}
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
 }
 
 // readEvents reads up to n SSE data events.
