@@ -53,6 +53,10 @@ type Budget struct {
 	Cap      *int64
 	Reserved int64
 	Spent    int64
+	// Thresholds are the node's alert thresholds (percent of the cap) for this period, and
+	// LastAlert the highest one already alerted in it (0 when none).
+	Thresholds []int
+	LastAlert  int
 }
 
 // Remaining returns cap - reserved - spent (negative after an overrun), or -1 with ok=false

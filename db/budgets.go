@@ -60,8 +60,8 @@ func (l *Ledger) ensureBudgets(ctx context.Context, orgID, period, currency stri
 	rows, err := l.db.Pool.Query(ctx, `WITH want AS (
 			SELECT k, i::uuid AS i, ord FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w(k, i, ord)),
 		ins AS (
-			INSERT INTO budgets (node_kind, node_id, org_id, period, currency, cap)
-			SELECT w.k, w.i, $3::uuid, $4, $5, c.cap FROM want w
+			INSERT INTO budgets (node_kind, node_id, org_id, period, currency, cap, thresholds)
+			SELECT w.k, w.i, $3::uuid, $4, $5, c.cap, coalesce(c.thresholds, $6::int[]) FROM want w
 			LEFT JOIN budget_caps c ON c.node_kind = w.k AND c.node_id = w.i
 			ORDER BY w.k, w.i
 			ON CONFLICT (node_kind, node_id, period) DO NOTHING
@@ -69,7 +69,7 @@ func (l *Ledger) ensureBudgets(ctx context.Context, orgID, period, currency stri
 		SELECT w.ord, coalesce(ins.id, b.id) FROM want w
 		LEFT JOIN ins ON ins.node_kind = w.k AND ins.node_id = w.i
 		LEFT JOIN budgets b ON b.node_kind = w.k AND b.node_id = w.i AND b.period = $4`,
-		missKinds, missIDs, org, period, currency)
+		missKinds, missIDs, org, period, currency, app.DefaultThresholds)
 	if err != nil {
 		return nil, false, fmt.Errorf("ensure budget rows: %w", FormatError(err))
 	}
@@ -170,6 +170,46 @@ func (l *Ledger) SetCap(ctx context.Context, n app.Node, cap *int64) (app.Budget
 	return l.budget(ctx, n, period)
 }
 
+// SetThresholds sets a node's alert thresholds (percent of the cap; nil restores the defaults,
+// app.DefaultThresholds) and applies them to the node's current and later periods. Thresholds
+// already alerted in a period stay alerted; a new threshold the node is already past alerts at
+// once, in this transaction. EINVALID for a bad threshold, ENOTFOUND for an unknown node.
+func (l *Ledger) SetThresholds(ctx context.Context, n app.Node, thresholds []int) (app.Budget, error) {
+	stored := thresholds
+	if thresholds != nil {
+		var err error
+		if stored, err = app.NormalizeThresholds(thresholds); err != nil {
+			return app.Budget{}, err
+		}
+	}
+	effective := stored
+	if effective == nil {
+		effective = app.DefaultThresholds
+	}
+	org, err := l.db.NodeOwner(ctx, n)
+	if err != nil {
+		return app.Budget{}, err
+	}
+	now := l.db.Now()
+	period, currency, err := l.nodePeriod(org, n, now)
+	if err != nil {
+		return app.Budget{}, err
+	}
+	if _, err := l.budgetIDs(ctx, org.ID, period, currency, []app.Node{n}); err != nil {
+		return app.Budget{}, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO budget_caps (node_kind, node_id, cap, thresholds, updated_at)
+		SELECT $1::text, $2::uuid, cap, $3::int[], $4::timestamptz FROM budgets WHERE node_kind = $1 AND node_id = $2 AND period = $5
+		ON CONFLICT (node_kind, node_id) DO UPDATE SET thresholds = excluded.thresholds, updated_at = excluded.updated_at`,
+		n.Kind, n.ID, stored, now.UTC(), period)
+	b.Queue(`UPDATE budgets SET thresholds = $3 WHERE node_kind = $1 AND node_id = $2 AND period >= $4`, n.Kind, n.ID, effective, period)
+	if err := l.db.Pool.SendBatch(ctx, b).Close(); err != nil {
+		return app.Budget{}, fmt.Errorf("set thresholds: %w", FormatError(err))
+	}
+	return l.budget(ctx, n, period)
+}
+
 // Budget returns a node's budget for its current period (creating the row if needed).
 // ENOTFOUND for an unknown node.
 func (l *Ledger) Budget(ctx context.Context, n app.Node) (app.Budget, error) {
@@ -190,9 +230,10 @@ func (l *Ledger) Budget(ctx context.Context, n app.Node) (app.Budget, error) {
 func (l *Ledger) budget(ctx context.Context, n app.Node, period string) (app.Budget, error) {
 	var b app.Budget
 	var kind string
-	err := l.db.Pool.QueryRow(ctx, `SELECT id, node_kind, node_id, period, currency, cap, reserved, spent
+	err := l.db.Pool.QueryRow(ctx, `SELECT id, node_kind, node_id, period, currency, cap, reserved, spent,
+			thresholds, last_alert_threshold
 		FROM budgets WHERE node_kind = $1 AND node_id = $2 AND period = $3`, n.Kind, n.ID, period).
-		Scan(&b.ID, &kind, &b.Node.ID, &b.Period, &b.Currency, &b.Cap, &b.Reserved, &b.Spent)
+		Scan(&b.ID, &kind, &b.Node.ID, &b.Period, &b.Currency, &b.Cap, &b.Reserved, &b.Spent, &b.Thresholds, &b.LastAlert)
 	if err != nil {
 		return app.Budget{}, fmt.Errorf("select budget: %w", FormatError(err))
 	}

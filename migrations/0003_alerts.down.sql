@@ -1,0 +1,10 @@
+DROP TRIGGER reservations_overrun_alert ON reservations;
+DROP FUNCTION reservation_overrun_alert();
+DROP TRIGGER budgets_threshold_alert ON budgets;
+DROP FUNCTION budget_threshold_alert();
+DROP TABLE alert_attempts;
+DROP TABLE alert_deliveries;
+DROP TABLE alert_events;
+DROP TABLE alert_channels;
+ALTER TABLE budgets DROP COLUMN last_alert_threshold, DROP COLUMN thresholds;
+ALTER TABLE budget_caps DROP COLUMN thresholds;
