@@ -27,6 +27,7 @@ test: check-templ ## go vet + go test -race against a real PostgreSQL (private c
 	@if [ -n "$${YOSAN_TEST_DATABASE_URL:-}" ]; then url="$$YOSAN_TEST_DATABASE_URL"; \
 	else url="$$(scripts/pg.sh url yosan_test)"; fi; \
 	export YOSAN_TEST_DATABASE_URL="$$url"; \
+	export YOSAN_MAILPIT="$${YOSAN_MAILPIT:-$$(scripts/mailpit.sh)}"; \
 	echo "YOSAN_TEST_DATABASE_URL=$$url"; \
 	echo "== go vet ./..."; $(GO) vet ./...; \
 	echo "== go test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \

@@ -222,14 +222,21 @@ const eventSelect = `SELECT e.id::text, e.kind, coalesce(e.org_id::text, ''), co
 		e.node_id::text,
 		coalesce(CASE e.node_kind WHEN 'org' THEN o.name WHEN 'team' THEN t.name WHEN 'member' THEN m.email
 			WHEN 'key' THEN k.name || ' (' || k.prefix || '…)' ELSE '' END, ''),
-		e.period, e.currency, coalesce(e.threshold, 0), coalesce(e.crossed, '{}'), e.spent, e.reserved, e.cap,
+		e.period, e.currency, coalesce(e.threshold, 0), coalesce(e.crossed, '{}'),
+		-- an overrun event shows its node's counters as they are when it is read (they include
+		-- the overrun: the event is written in the transaction that commits it)
+		CASE WHEN e.kind = 'budget.overrun' THEN coalesce(nb.spent, 0) ELSE e.spent END,
+		CASE WHEN e.kind = 'budget.overrun' THEN coalesce(nb.reserved, 0) ELSE e.reserved END,
+		CASE WHEN e.kind = 'budget.overrun' THEN nb.cap ELSE e.cap END,
 		coalesce(e.request_id, ''), coalesce(e.model, ''), coalesce(e.amount, 0), coalesce(e.actual, 0),
 		e.created_at, coalesce(e.channel_id::text, '')
 	FROM alert_events e
 	LEFT JOIN orgs o ON o.id = e.org_id
 	LEFT JOIN teams t ON e.node_kind = 'team' AND t.id = e.node_id
 	LEFT JOIN members m ON e.node_kind = 'member' AND m.id = e.node_id
-	LEFT JOIN api_keys k ON e.node_kind = 'key' AND k.id = e.node_id`
+	LEFT JOIN api_keys k ON e.node_kind = 'key' AND k.id = e.node_id
+	LEFT JOIN budgets nb ON e.kind = 'budget.overrun' AND nb.node_kind = e.node_kind AND nb.node_id = e.node_id
+		AND nb.period = e.period`
 
 type eventRow struct {
 	app.AlertEvent
@@ -430,8 +437,9 @@ type Attempt struct {
 	Error             string
 	Target            string
 	// Retry is when to try again after a failure; a time past the delivery's give-up time
-	// fails it for good.
+	// fails it for good, and so does Final (a failure no retry can mend).
 	Retry time.Time
+	Final bool
 }
 
 // FinishAlertAttempt records the outcome of attempt number c.Delivery.Attempts in the log and
@@ -450,14 +458,14 @@ func (db *DB) FinishAlertAttempt(ctx context.Context, c Claimed, a Attempt) (app
 			return err
 		}
 		err := tx.QueryRow(ctx, `UPDATE alert_deliveries SET
-				status = CASE WHEN $3 THEN 'sent' WHEN $6::timestamptz >= give_up_at THEN 'failed' ELSE 'pending' END,
+				status = CASE WHEN $3 THEN 'sent' WHEN $9 OR $6::timestamptz >= give_up_at THEN 'failed' ELSE 'pending' END,
 				sent_at = CASE WHEN $3 THEN $4::timestamptz END,
 				next_attempt_at = CASE WHEN $3 THEN next_attempt_at ELSE $6 END,
 				locked_until = NULL, last_status_code = nullif($5, 0), last_error = nullif($7, ''),
 				target = coalesce(nullif($8, ''), target)
 			WHERE id = $1 AND status = 'pending' AND (attempts = $2 OR $3)
 			RETURNING status`,
-			d.ID, d.Attempts, a.OK, a.Finished, a.StatusCode, a.Retry, a.Error, a.Target).Scan(&status)
+			d.ID, d.Attempts, a.OK, a.Finished, a.StatusCode, a.Retry, a.Error, a.Target, a.Final).Scan(&status)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return tx.QueryRow(ctx, `SELECT status FROM alert_deliveries WHERE id = $1`, d.ID).Scan(&status)
 		}

@@ -264,11 +264,15 @@ type budgetJSON struct {
 	Reserved  string  `json:"reserved"`
 	Spent     string  `json:"spent"`
 	Remaining *string `json:"remaining"`
+	// Thresholds are the alert thresholds in percent of the cap; LastAlert the highest one
+	// already alerted this period (0 when none).
+	Thresholds []int `json:"thresholds"`
+	LastAlert  int   `json:"last_alert_threshold"`
 }
 
 func toBudgetJSON(b app.Budget) budgetJSON {
 	out := budgetJSON{Kind: string(b.Node.Kind), ID: b.Node.ID, Period: b.Period, Currency: b.Currency,
-		Reserved: app.FormatMoney(b.Reserved), Spent: app.FormatMoney(b.Spent)}
+		Reserved: app.FormatMoney(b.Reserved), Spent: app.FormatMoney(b.Spent), Thresholds: b.Thresholds, LastAlert: b.LastAlert}
 	if b.Cap != nil {
 		c := app.FormatMoney(*b.Cap)
 		out.Cap = &c
@@ -290,21 +294,38 @@ func (s *Server) getBudget(c echo.Context) error {
 
 func (s *Server) putBudget(c echo.Context) error {
 	var in struct {
-		Cap money `json:"cap"`
+		Cap        money           `json:"cap"`
+		Thresholds json.RawMessage `json:"thresholds"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if !in.Cap.set {
-		return app.Errorf(app.EINVALID, "'cap' is required: a decimal string such as \"1000\", or null to remove the cap")
+	if !in.Cap.set && in.Thresholds == nil {
+		return app.Errorf(app.EINVALID, "give 'cap' (a decimal string such as \"1000\", or null to remove the cap) and/or 'thresholds' (percentages such as [50, 80, 90, 100], or null for the defaults)")
 	}
-	var cp *int64
-	if !in.Cap.null {
-		cp = &in.Cap.value
+	ctx := c.Request().Context()
+	var b app.Budget
+	var err error
+	if in.Cap.set {
+		var cp *int64
+		if !in.Cap.null {
+			cp = &in.Cap.value
+		}
+		if b, err = s.cfg.Ledger.SetCap(ctx, budgetNode(c), cp); err != nil {
+			return err
+		}
 	}
-	b, err := s.cfg.Ledger.SetCap(c.Request().Context(), budgetNode(c), cp)
-	if err != nil {
-		return err
+	if in.Thresholds != nil {
+		var ts []int
+		if err := json.Unmarshal(in.Thresholds, &ts); err != nil {
+			return app.Errorf(app.EINVALID, "'thresholds' must be a list of whole percentages such as [50, 80, 90, 100], or null for the defaults")
+		}
+		if ts != nil && len(ts) == 0 {
+			return app.Errorf(app.EINVALID, "'thresholds' is empty: give at least one percentage, or null for the defaults (%v)", app.DefaultThresholds)
+		}
+		if b, err = s.cfg.Ledger.SetThresholds(ctx, budgetNode(c), ts); err != nil {
+			return err
+		}
 	}
 	return c.JSON(http.StatusOK, toBudgetJSON(b))
 }

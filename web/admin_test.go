@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -292,13 +293,16 @@ func TestAdminBudgets(t *testing.T) {
 				path := "/admin/v1/budgets/" + n.kind + "/" + n.id
 				b := s.admin(t, "PUT", path, tt.body, 200)
 				want := map[string]any{"kind": n.kind, "id": n.id, "period": period, "currency": "JPY",
-					"cap": tt.cap, "reserved": "0", "spent": "0", "remaining": tt.remaining}
+					"cap": tt.cap, "reserved": "0", "spent": "0", "remaining": tt.remaining, "last_alert_threshold": 0.0}
 				for k, v := range want {
 					if b[k] != v {
 						t.Errorf("PUT %s = %v, want %v", k, b[k], v)
 					}
 				}
-				if len(b) != len(want) {
+				if fmt.Sprint(b["thresholds"]) != "[50 80 90 100]" {
+					t.Errorf("thresholds %v, want the defaults", b["thresholds"])
+				}
+				if len(b) != len(want)+1 {
 					t.Errorf("budget %v has other members", b)
 				}
 				got := s.admin(t, "GET", path, "", 200)
@@ -344,7 +348,7 @@ func TestAdminBudgets(t *testing.T) {
 		{"ErrNegative", "PUT", "/admin/v1/budgets/org/" + tn.org, `{"cap":"-1"}`, 400, "invalid_request", "invalid JSON body"},
 		{"ErrNegativeNumber", "PUT", "/admin/v1/budgets/org/" + tn.org, `{"cap":-1}`, 400, "invalid_request", "invalid JSON body"},
 		{"ErrBool", "PUT", "/admin/v1/budgets/org/" + tn.org, `{"cap":true}`, 400, "invalid_request", "invalid JSON body"},
-		{"ErrMissingCap", "PUT", "/admin/v1/budgets/org/" + tn.org, `{}`, 400, "invalid_request", "'cap' is required"},
+		{"ErrMissingCap", "PUT", "/admin/v1/budgets/org/" + tn.org, `{}`, 400, "invalid_request", "give 'cap'"},
 		{"ErrUnknownField", "PUT", "/admin/v1/budgets/org/" + tn.org, `{"cap":"1","limit":"2"}`, 400, "invalid_request", `unknown field "limit"`},
 		{"ErrUnknownKind", "PUT", "/admin/v1/budgets/user/" + tn.org, `{"cap":"1"}`, 400, "invalid_request", `unknown budget kind "user"`},
 		{"ErrUnknownKindGet", "GET", "/admin/v1/budgets/orgs/" + tn.org, ``, 400, "invalid_request", `unknown budget kind "orgs"`},

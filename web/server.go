@@ -15,6 +15,7 @@ import (
 
 	"yosan/app"
 	"yosan/db"
+	"yosan/notify"
 )
 
 // Config is what the server needs.
@@ -30,7 +31,12 @@ type Config struct {
 	DefaultCurrency string
 	DefaultTimeZone string
 	DefaultUSDJPY   int64
-	Log             *slog.Logger
+	// Alerts renders and sends alert messages (test sends from the admin API); nil means a
+	// worker with the defaults and no SMTP server.
+	Alerts *notify.Worker
+	// EmailAlerts is true when an SMTP server is configured: email channels can be created.
+	EmailAlerts bool
+	Log         *slog.Logger
 }
 
 // Server holds the Echo instance and the services behind it.
@@ -44,6 +50,12 @@ type Server struct {
 func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Alerts == nil {
+		cfg.Alerts = &notify.Worker{DB: cfg.DB, Log: cfg.Log}
+	}
+	if cfg.Alerts.RetryFor <= 0 {
+		cfg.Alerts.RetryFor = notify.DefaultRetryFor
 	}
 	s := &Server{cfg: cfg, Echo: echo.New(), adminToken: sha256.Sum256([]byte(cfg.AdminToken))}
 	e := s.Echo
@@ -75,6 +87,8 @@ func New(cfg Config) *Server {
 	adm.GET("/budgets/:kind/:id", s.getBudget)
 	adm.PUT("/budgets/:kind/:id", s.putBudget)
 	adm.GET("/orgs/:org/reservations", s.listReservations)
+	s.alertRoutes(adm.Group("/orgs/:org"))
+	s.alertRoutes(adm.Group("/global"))
 	return s
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/mail"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"yosan/app"
+	"yosan/notify"
 )
 
 // fileConfig is the YAML config file (YOSAN_CONFIG). Every field is optional; unknown fields
@@ -28,6 +31,7 @@ type fileConfig struct {
 	KeyCacheTTL     string         `yaml:"key_cache_ttl"`
 	SettleAsync     bool           `yaml:"settle_async"`
 	Sweeper         sweeperConfig  `yaml:"sweeper"`
+	Alerts          alertsConfig   `yaml:"alerts"`
 	Providers       []providerConf `yaml:"providers"`
 	Models          []modelConf    `yaml:"models"`
 	Plans           []planConf     `yaml:"plans"`
@@ -41,6 +45,29 @@ type globalConfig struct {
 type sweeperConfig struct {
 	Interval string `yaml:"interval"`
 	Mode     string `yaml:"mode"`
+}
+
+type alertsConfig struct {
+	// Worker: false runs no delivery worker in this process (another process delivers).
+	Worker         *bool     `yaml:"worker"`
+	ConsoleURL     string    `yaml:"console_url"`
+	OperatorEmails []string  `yaml:"operator_emails"`
+	PollInterval   string    `yaml:"poll_interval"`
+	RetryFor       string    `yaml:"retry_for"`
+	FirstRetry     string    `yaml:"first_retry"`
+	Lease          string    `yaml:"lease"`
+	WebhookTimeout string    `yaml:"webhook_timeout"`
+	SMTP           *smtpConf `yaml:"smtp"`
+}
+
+type smtpConf struct {
+	Host        string `yaml:"host"`
+	Port        int    `yaml:"port"`
+	Username    string `yaml:"username"`
+	PasswordEnv string `yaml:"password_env"`
+	From        string `yaml:"from"`
+	TLS         string `yaml:"tls"`
+	Timeout     string `yaml:"timeout"`
 }
 
 type providerConf struct {
@@ -91,6 +118,7 @@ type Config struct {
 	SettleAsync    bool
 	SweepInterval  time.Duration
 	SweepRelease   bool
+	Alerts         AlertsConfig
 	Demo           bool
 	DemoLatency    time.Duration
 	DemoKey        string
@@ -99,6 +127,20 @@ type Config struct {
 	ProviderKeys map[string]string
 	Models       []modelConf
 	Plans        []app.Plan
+}
+
+// AlertsConfig is the validated alerts section.
+type AlertsConfig struct {
+	Worker         bool
+	ConsoleURL     string
+	OperatorEmails []string
+	PollInterval   time.Duration
+	RetryFor       time.Duration
+	FirstRetry     time.Duration
+	Lease          time.Duration
+	WebhookTimeout time.Duration
+	// SMTP is nil when no mail server is configured (email channels are refused).
+	SMTP *notify.SMTPConfig
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
@@ -183,6 +225,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	default:
 		bad("sweeper.mode must be charge or release, got %q", fc.Sweeper.Mode)
 	}
+	cfg.Alerts = loadAlerts(bad, getenv, fc.Alerts)
 	cfg.DemoLatency = duration(bad, "YOSAN_DEMO_LATENCY", getenv("YOSAN_DEMO_LATENCY"), 0, 0)
 
 	provs := map[string]bool{}
@@ -303,6 +346,57 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("invalid configuration:\n  - %s", strings.Join(errs, "\n  - "))
 	}
 	return cfg, nil
+}
+
+// loadAlerts validates the alerts section, reporting problems through bad.
+func loadAlerts(bad func(string, ...any), getenv func(string) string, ac alertsConfig) AlertsConfig {
+	out := AlertsConfig{Worker: ac.Worker == nil || *ac.Worker, ConsoleURL: strings.TrimRight(ac.ConsoleURL, "/")}
+	if out.ConsoleURL != "" {
+		if u, err := url.Parse(out.ConsoleURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("alerts.console_url must be an absolute http(s) URL such as https://yosan.example.com, got %q", ac.ConsoleURL)
+		}
+	}
+	for i, e := range ac.OperatorEmails {
+		a, err := mail.ParseAddress(e)
+		if err != nil || a.Name != "" {
+			bad("alerts.operator_emails[%d]: %q is not an email address such as ops@example.com", i, e)
+			continue
+		}
+		out.OperatorEmails = append(out.OperatorEmails, a.Address)
+	}
+	out.PollInterval = duration(bad, "alerts.poll_interval", ac.PollInterval, 2*time.Second, 100*time.Millisecond)
+	out.RetryFor = duration(bad, "alerts.retry_for", ac.RetryFor, notify.DefaultRetryFor, time.Minute)
+	out.FirstRetry = duration(bad, "alerts.first_retry", ac.FirstRetry, notify.DefaultFirstRetry, 100*time.Millisecond)
+	out.WebhookTimeout = duration(bad, "alerts.webhook_timeout", ac.WebhookTimeout, 10*time.Second, 100*time.Millisecond)
+	out.Lease = duration(bad, "alerts.lease", ac.Lease, notify.DefaultLease, time.Second)
+	if ac.SMTP != nil {
+		sc := notify.SMTPConfig{Host: ac.SMTP.Host, Port: ac.SMTP.Port, Username: ac.SMTP.Username, From: ac.SMTP.From,
+			TLS: ac.SMTP.TLS}
+		if sc.Port == 0 {
+			sc.Port = 587
+		}
+		sc.Timeout = duration(bad, "alerts.smtp.timeout", ac.SMTP.Timeout, notify.DefaultSMTPTimeout, time.Second)
+		if ac.SMTP.PasswordEnv != "" {
+			sc.Password = getenv(ac.SMTP.PasswordEnv)
+			if sc.Password == "" {
+				bad("alerts.smtp.password_env names %s, which is not set", ac.SMTP.PasswordEnv)
+			}
+		}
+		if err := sc.Validate(); err != nil {
+			bad("alerts.smtp: %v", err)
+		}
+		out.SMTP = &sc
+		// A send must end well inside the lease, or a second worker would take it over.
+		if sc.Timeout*2 > out.Lease {
+			bad("alerts.lease (%s) must be at least twice alerts.smtp.timeout (%s)", out.Lease, sc.Timeout)
+		}
+	} else if len(out.OperatorEmails) > 0 {
+		bad("alerts.operator_emails needs alerts.smtp (the mail server to send through)")
+	}
+	if out.WebhookTimeout*2 > out.Lease {
+		bad("alerts.lease (%s) must be at least twice alerts.webhook_timeout (%s)", out.Lease, out.WebhookTimeout)
+	}
+	return out
 }
 
 func toPrice(p priceConf) (app.Price, error) {

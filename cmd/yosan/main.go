@@ -21,6 +21,7 @@ import (
 
 	"yosan/app"
 	"yosan/db"
+	"yosan/notify"
 	"yosan/providers/demo"
 	"yosan/providers/openai"
 	"yosan/providers/tokens"
@@ -99,9 +100,13 @@ func serve(log *slog.Logger) error {
 		GlobalCurrency: cfg.GlobalCurrency, GlobalLocation: cfg.GlobalLocation, KeyCacheTTL: cfg.KeyCacheTTL,
 		AsyncSettle: cfg.SettleAsync,
 	}
+	alerts := newAlertWorker(cfg, d, log)
+	if err := d.SyncOperatorEmails(ctx, cfg.Alerts.OperatorEmails); err != nil {
+		return err
+	}
 	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
 		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
-		DefaultUSDJPY: cfg.DefaultUSDJPY, Log: log})
+		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Log: log})
 
 	var demoInfo *demoSeed
 	if cfg.Demo && cfg.DemoKey != "" {
@@ -124,6 +129,9 @@ func serve(log *slog.Logger) error {
 		}()
 	}
 	go sweep(ctx, ledger, cfg, log)
+	if cfg.Alerts.Worker {
+		go alerts.Run(ctx, cfg.Alerts.PollInterval)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	printBanner(cfg, ln.Addr().String(), demoInfo)
@@ -197,6 +205,17 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 		return nil, err
 	}
 	return catalog, nil
+}
+
+// newAlertWorker builds the alert delivery worker from the config.
+func newAlertWorker(cfg *Config, d *db.DB, log *slog.Logger) *notify.Worker {
+	w := &notify.Worker{DB: d, ConsoleURL: cfg.Alerts.ConsoleURL, RetryFor: cfg.Alerts.RetryFor, Lease: cfg.Alerts.Lease,
+		FirstRetry: cfg.Alerts.FirstRetry,
+		Webhooks:   &notify.WebhookSender{Client: &http.Client{Timeout: cfg.Alerts.WebhookTimeout}}, Log: log}
+	if cfg.Alerts.SMTP != nil {
+		w.Mailer = notify.NewMailer(*cfg.Alerts.SMTP)
+	}
+	return w
 }
 
 // sweep settles reservations left pending past their deadline (a crashed process, a database
