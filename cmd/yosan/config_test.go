@@ -354,3 +354,64 @@ func TestLoadConfigModels(t *testing.T) {
 		}
 	})
 }
+
+func TestLoadConfigAlerts(t *testing.T) {
+	t.Run("Defaults", func(t *testing.T) {
+		a := mustLoad(t, "", nil).Alerts
+		if !a.Worker || a.SMTP != nil || a.ConsoleURL != "" || a.PollInterval != 2*time.Second ||
+			a.RetryFor != 26*time.Hour || a.FirstRetry != 30*time.Second || a.Lease != 2*time.Minute || a.WebhookTimeout != 10*time.Second {
+			t.Errorf("defaults %+v", a)
+		}
+	})
+	t.Run("Full", func(t *testing.T) {
+		a := mustLoad(t, `alerts:
+  worker: false
+  console_url: https://yosan.example.com/
+  operator_emails: [ops@example.com]
+  poll_interval: 5s
+  retry_for: 48h
+  first_retry: 1m
+  lease: 3m
+  webhook_timeout: 20s
+  smtp: {host: smtp.example.com, port: 465, username: alerts, password_env: SMTP_PW, from: "Yosan <alerts@example.com>", tls: tls, timeout: 45s}
+`, env{"SMTP_PW": "s3cret"}).Alerts
+		if a.Worker || a.ConsoleURL != "https://yosan.example.com" || len(a.OperatorEmails) != 1 || a.RetryFor != 48*time.Hour ||
+			a.FirstRetry != time.Minute || a.Lease != 3*time.Minute || a.WebhookTimeout != 20*time.Second {
+			t.Errorf("alerts %+v", a)
+		}
+		if s := a.SMTP; s == nil || s.Host != "smtp.example.com" || s.Port != 465 || s.Password != "s3cret" || s.TLS != "tls" || s.Timeout != 45*time.Second {
+			t.Errorf("smtp %+v", a.SMTP)
+		}
+	})
+	t.Run("SMTPPortDefault", func(t *testing.T) {
+		a := mustLoad(t, "alerts:\n  smtp: {host: localhost, from: a@example.com}\n", nil).Alerts
+		if a.SMTP == nil || a.SMTP.Port != 587 {
+			t.Errorf("smtp %+v", a.SMTP)
+		}
+	})
+	for _, tt := range []struct {
+		name, yaml string
+		env        env
+		msg        string
+	}{
+		{"ErrOperatorWithoutSMTP", "alerts:\n  operator_emails: [ops@example.com]\n", nil, "alerts.operator_emails needs alerts.smtp"},
+		{"ErrOperatorEmail", "alerts:\n  operator_emails: [not-an-address]\n", nil, `alerts.operator_emails[0]: "not-an-address" is not an email address`},
+		{"ErrConsoleURL", "alerts:\n  console_url: yosan.example.com\n", nil, "alerts.console_url must be an absolute http(s) URL"},
+		{"ErrPoll", "alerts:\n  poll_interval: 1ms\n", nil, "alerts.poll_interval must be a duration of at least 100ms"},
+		{"ErrRetryFor", "alerts:\n  retry_for: soon\n", nil, "alerts.retry_for must be a duration"},
+		{"ErrLeaseShort", "alerts:\n  lease: 5s\n", nil, "alerts.lease (5s) must be at least twice alerts.webhook_timeout (10s)"},
+		{"ErrSMTPHost", "alerts:\n  smtp: {from: a@example.com}\n", nil, "alerts.smtp:"},
+		{"ErrSMTPFrom", "alerts:\n  smtp: {host: localhost, from: nobody}\n", nil, "alerts.smtp:"},
+		{"ErrSMTPTLS", "alerts:\n  smtp: {host: localhost, from: a@example.com, tls: maybe}\n", nil, "alerts.smtp:"},
+		{"ErrSMTPPasswordEnv", "alerts:\n  smtp: {host: localhost, from: a@example.com, username: u, password_env: NOPE}\n", nil, "alerts.smtp.password_env names NOPE, which is not set"},
+		{"ErrSMTPClearPassword", "alerts:\n  smtp: {host: smtp.example.com, from: a@example.com, username: u, password_env: PW, tls: none}\n", env{"PW": "x"}, "alerts.smtp:"},
+		{"ErrUnknownField", "alerts:\n  smtp_host: x\n", nil, "field smtp_host not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, tt.env)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.msg)
+			}
+		})
+	}
+}
