@@ -226,23 +226,9 @@ func TestThresholdAlertsFromCapAndThresholdChanges(t *testing.T) {
 // pools, as three gateway processes) across every threshold of four nodes and the global node,
 // and checks each threshold alerted exactly once per node-period.
 func TestThresholdAlertsConcurrent(t *testing.T) {
-	url := dbtest.NewURL(t)
 	ctx := context.Background()
 	const processes = 3
-	var ledgers []*db.Ledger
-	var dbs []*db.DB
-	for i := 0; i < processes; i++ {
-		d, err := db.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(d.Close)
-		fixedNow(d)
-		l := db.NewLedger(d, db.LedgerConfig{GlobalCurrency: app.JPY, GlobalLocation: time.UTC})
-		t.Cleanup(l.Close)
-		dbs = append(dbs, d)
-		ledgers = append(ledgers, l)
-	}
+	dbs, ledgers := mustProcesses(t, processes)
 	tn := mustTenant(t, dbs[0], "acme")
 	for _, n := range tn.nodes() {
 		mustCap(t, ledgers[0], n, 300)

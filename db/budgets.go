@@ -143,20 +143,30 @@ func (l *Ledger) nodePeriod(org app.Org, n app.Node, now time.Time) (period, cur
 	return app.Period(now, loc), org.Currency, nil
 }
 
-// SetCap sets a node's standing cap (nil removes it) and applies it to the node's current and
-// later periods. Lowering a cap below what is already spent is allowed: the node then refuses
-// every new reservation. ENOTFOUND for an unknown node.
-func (l *Ledger) SetCap(ctx context.Context, n app.Node, cap *int64) (app.Budget, error) {
+// openPeriod returns a node's current period (and the time it was read at), creating the
+// node's budget row for it if needed. ENOTFOUND for an unknown node.
+func (l *Ledger) openPeriod(ctx context.Context, n app.Node) (string, time.Time, error) {
 	org, err := l.db.NodeOwner(ctx, n)
 	if err != nil {
-		return app.Budget{}, err
+		return "", time.Time{}, err
 	}
 	now := l.db.Now()
 	period, currency, err := l.nodePeriod(org, n, now)
 	if err != nil {
-		return app.Budget{}, err
+		return "", time.Time{}, err
 	}
 	if _, err := l.budgetIDs(ctx, org.ID, period, currency, []app.Node{n}); err != nil {
+		return "", time.Time{}, err
+	}
+	return period, now, nil
+}
+
+// SetCap sets a node's standing cap (nil removes it) and applies it to the node's current and
+// later periods. Lowering a cap below what is already spent is allowed: the node then refuses
+// every new reservation. ENOTFOUND for an unknown node.
+func (l *Ledger) SetCap(ctx context.Context, n app.Node, cap *int64) (app.Budget, error) {
+	period, now, err := l.openPeriod(ctx, n)
+	if err != nil {
 		return app.Budget{}, err
 	}
 	b := &pgx.Batch{}
@@ -186,16 +196,8 @@ func (l *Ledger) SetThresholds(ctx context.Context, n app.Node, thresholds []int
 	if effective == nil {
 		effective = app.DefaultThresholds
 	}
-	org, err := l.db.NodeOwner(ctx, n)
+	period, now, err := l.openPeriod(ctx, n)
 	if err != nil {
-		return app.Budget{}, err
-	}
-	now := l.db.Now()
-	period, currency, err := l.nodePeriod(org, n, now)
-	if err != nil {
-		return app.Budget{}, err
-	}
-	if _, err := l.budgetIDs(ctx, org.ID, period, currency, []app.Node{n}); err != nil {
 		return app.Budget{}, err
 	}
 	b := &pgx.Batch{}
@@ -213,15 +215,8 @@ func (l *Ledger) SetThresholds(ctx context.Context, n app.Node, thresholds []int
 // Budget returns a node's budget for its current period (creating the row if needed).
 // ENOTFOUND for an unknown node.
 func (l *Ledger) Budget(ctx context.Context, n app.Node) (app.Budget, error) {
-	org, err := l.db.NodeOwner(ctx, n)
+	period, _, err := l.openPeriod(ctx, n)
 	if err != nil {
-		return app.Budget{}, err
-	}
-	period, currency, err := l.nodePeriod(org, n, l.db.Now())
-	if err != nil {
-		return app.Budget{}, err
-	}
-	if _, err := l.budgetIDs(ctx, org.ID, period, currency, []app.Node{n}); err != nil {
 		return app.Budget{}, err
 	}
 	return l.budget(ctx, n, period)

@@ -127,24 +127,32 @@ func budgetOf(tb testing.TB, l *db.Ledger, n app.Node) app.Budget {
 	return b
 }
 
-func TestReserveConcurrentSeveralPools(t *testing.T) {
-	url := dbtest.NewURL(t)
-	ctx := context.Background()
-	const processes = 3
-	var ledgers []*db.Ledger
+// mustProcesses opens n pools on one fresh database, each with its own ledger and a fixed
+// clock, as n gateway processes would.
+func mustProcesses(tb testing.TB, n int) ([]*db.DB, []*db.Ledger) {
+	tb.Helper()
+	url := dbtest.NewURL(tb)
 	var dbs []*db.DB
-	for i := 0; i < processes; i++ {
-		d, err := db.Open(ctx, url)
+	var ledgers []*db.Ledger
+	for i := 0; i < n; i++ {
+		d, err := db.Open(context.Background(), url)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		t.Cleanup(d.Close)
+		tb.Cleanup(d.Close)
 		fixedNow(d)
 		l := db.NewLedger(d, db.LedgerConfig{GlobalCurrency: app.JPY, GlobalLocation: time.UTC})
-		t.Cleanup(l.Close)
+		tb.Cleanup(l.Close)
 		dbs = append(dbs, d)
 		ledgers = append(ledgers, l)
 	}
+	return dbs, ledgers
+}
+
+func TestReserveConcurrentSeveralPools(t *testing.T) {
+	ctx := context.Background()
+	const processes = 3
+	dbs, ledgers := mustProcesses(t, processes)
 	tn := mustTenant(t, dbs[0], "acme")
 	const worst = 7 * app.Micro // 7 yen per request
 	const fit = 37
