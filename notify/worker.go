@@ -125,7 +125,9 @@ func (w *Worker) RunOnce(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return st, fmt.Errorf("alert round: %w", err)
 		}
-		results := w.deliverAll(ctx, claimed)
+		// Sends already claimed finish even when ctx ends (a shutdown): each is bounded by its
+		// own timeout, and an interrupted send would only be repeated after the lease.
+		results := w.deliverAll(context.WithoutCancel(ctx), claimed)
 		for _, r := range results {
 			if r.err != nil {
 				return st, fmt.Errorf("alert round: %w", r.err)
@@ -167,7 +169,8 @@ func (w *Worker) deliverAll(ctx context.Context, claimed []db.Claimed) []result 
 	return out
 }
 
-// Run runs a round every interval until ctx ends, logging failures.
+// Run runs a round every interval until ctx ends, logging failures. It returns after the
+// round in progress, whose claimed sends are completed and recorded.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) {
 	w.defaults()
 	t := time.NewTicker(interval)

@@ -129,16 +129,26 @@ func serve(log *slog.Logger) error {
 		}()
 	}
 	go sweep(ctx, ledger, cfg, log)
-	if cfg.Alerts.Worker {
-		go alerts.Run(ctx, cfg.Alerts.PollInterval)
-	}
+	alertsDone := make(chan struct{})
+	go func() {
+		defer close(alertsDone)
+		if cfg.Alerts.Worker {
+			alerts.Run(ctx, cfg.Alerts.PollInterval)
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	printBanner(cfg, ln.Addr().String(), demoInfo)
 
+	// Before the pool closes: settlements in flight, then the alert sends in flight.
+	finish := func() {
+		gw.Drain()
+		stop()
+		<-alertsDone
+	}
 	select {
 	case err := <-errc:
-		gw.Drain()
+		finish()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -146,7 +156,7 @@ func serve(log *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout+5*time.Second)
 	defer cancel()
 	err = hs.Shutdown(sctx)
-	gw.Drain()
+	finish()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
