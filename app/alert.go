@@ -98,7 +98,7 @@ type AlertChannel struct {
 	// its overlap (nil when none).
 	PrevSecret        string
 	PrevSecretExpires *time.Time
-	Enabled bool
+	Enabled           bool
 	// Managed is true for a channel defined by the config file (the operator's address); the
 	// admin API cannot change it.
 	Managed   bool
