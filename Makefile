@@ -28,6 +28,7 @@ test: check-templ ## go vet + go test -race against a real PostgreSQL (private c
 	else url="$$(scripts/pg.sh url yosan_test)"; fi; \
 	export YOSAN_TEST_DATABASE_URL="$$url"; \
 	export YOSAN_MAILPIT="$${YOSAN_MAILPIT:-$$(scripts/mailpit.sh)}"; \
+	export YOSAN_STRIPE_MOCK="$${YOSAN_STRIPE_MOCK:-$$(scripts/stripe-mock.sh)}"; \
 	echo "YOSAN_TEST_DATABASE_URL=$$url"; \
 	echo "== go vet ./..."; $(GO) vet ./...; \
 	echo "== go test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \

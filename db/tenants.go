@@ -255,15 +255,18 @@ func (db *DB) UpsertModels(ctx context.Context, models []app.Model, prices []Mod
 	return nil
 }
 
-// PeriodRate returns the USD->JPY rate fixed for org's period, fixing it from the org's default
-// rate when the period opens.
+// PeriodRate returns the USD->JPY rate fixed for org's period, fixing it when the period opens:
+// from a rate set for the org-period by an admin, else from the config file's rate for the
+// period (fx_rates), else from the org's default rate.
 func (db *DB) PeriodRate(ctx context.Context, org app.Org, period string) (int64, error) {
 	var rate int64
 	err := db.Pool.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO org_periods (org_id, period, usd_jpy, opened_at)
-			SELECT id, $2, usd_jpy, $3 FROM orgs WHERE id = $1
-			ON CONFLICT (org_id, period) DO NOTHING RETURNING usd_jpy)
-		SELECT usd_jpy FROM ins UNION ALL SELECT usd_jpy FROM org_periods WHERE org_id = $1 AND period = $2`,
+			INSERT INTO org_periods (org_id, period, usd_jpy, fx_source, opened_at)
+			SELECT o.id, $2, coalesce(fx.usd_jpy, o.usd_jpy), coalesce(fx.source, 'org default rate'), $3
+			FROM orgs o LEFT JOIN fx_rates fx ON fx.period = $2 WHERE o.id = $1
+			ON CONFLICT (org_id, period) DO UPDATE SET opened_at = coalesce(org_periods.opened_at, excluded.opened_at)
+			RETURNING usd_jpy)
+		SELECT usd_jpy FROM ins`,
 		org.ID, period, db.now()).Scan(&rate)
 	if err != nil {
 		return 0, fmt.Errorf("fix period rate: %w", FormatError(err))

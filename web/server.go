@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"yosan/app"
+	"yosan/billing"
 	"yosan/db"
 	"yosan/notify"
 )
@@ -36,7 +37,10 @@ type Config struct {
 	Alerts *notify.Worker
 	// EmailAlerts is true when an SMTP server is configured: email channels can be created.
 	EmailAlerts bool
-	Log         *slog.Logger
+	// Billing closes months, mirrors invoices in Stripe and takes its webhooks; nil means a
+	// service without an issuer (invoices can be read, not issued).
+	Billing *billing.Service
+	Log     *slog.Logger
 }
 
 // Server holds the Echo instance and the services behind it.
@@ -53,6 +57,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Alerts == nil {
 		cfg.Alerts = &notify.Worker{DB: cfg.DB, Log: cfg.Log}
+	}
+	if cfg.Billing == nil {
+		cfg.Billing = &billing.Service{DB: cfg.DB, Log: cfg.Log}
 	}
 	if cfg.Alerts.RetryFor <= 0 {
 		cfg.Alerts.RetryFor = notify.DefaultRetryFor
@@ -89,6 +96,8 @@ func New(cfg Config) *Server {
 	adm.GET("/orgs/:org/reservations", s.listReservations)
 	s.alertRoutes(adm.Group("/orgs/:org"))
 	s.alertRoutes(adm.Group("/global"))
+	s.billingRoutes(adm)
+	e.POST("/webhooks/stripe", s.stripeWebhook)
 	return s
 }
 

@@ -44,6 +44,12 @@ func mustServer(tb testing.TB) *server {
 // mustServerWith assembles the server with extra models next to the demo ones.
 func mustServerWith(tb testing.TB, extra ...*app.CatalogModel) *server {
 	tb.Helper()
+	return mustServerConfig(tb, nil, extra...)
+}
+
+// mustServerConfig assembles the server, letting configure change its config last.
+func mustServerConfig(tb testing.TB, configure func(*web.Config), extra ...*app.CatalogModel) *server {
+	tb.Helper()
 	ctx := context.Background()
 	d := dbtest.New(tb)
 	counter := tokens.New()
@@ -85,8 +91,12 @@ func mustServerWith(tb testing.TB, extra ...*app.CatalogModel) *server {
 	gw := &app.Gateway{Keys: d, Ledger: ledger, Catalog: catalog, Counter: counter, Log: log, Now: time.Now,
 		RequestTimeout: 30 * time.Second, SettleMargin: time.Minute, GlobalCurrency: app.JPY, GlobalLocation: tokyo,
 		KeyCacheTTL: time.Hour}
-	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: adminToken, MaxBodyBytes: maxBodyBytes,
-		DefaultCurrency: app.JPY, DefaultTimeZone: "Asia/Tokyo", DefaultUSDJPY: 150 * app.Micro, Log: log})
+	cfg := web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: adminToken, MaxBodyBytes: maxBodyBytes,
+		DefaultCurrency: app.JPY, DefaultTimeZone: "Asia/Tokyo", DefaultUSDJPY: 150 * app.Micro, Log: log}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv := web.New(cfg)
 	ts := httptest.NewServer(srv.Echo)
 	tb.Cleanup(ts.Close)
 	return &server{url: ts.URL, db: d, ledger: ledger, gw: gw, client: ts.Client()}

@@ -15,6 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"yosan/app"
+	"yosan/billing"
+	"yosan/db"
 	"yosan/notify"
 )
 
@@ -32,6 +34,7 @@ type fileConfig struct {
 	SettleAsync     bool           `yaml:"settle_async"`
 	Sweeper         sweeperConfig  `yaml:"sweeper"`
 	Alerts          alertsConfig   `yaml:"alerts"`
+	Billing         billingConf    `yaml:"billing"`
 	Providers       []providerConf `yaml:"providers"`
 	Models          []modelConf    `yaml:"models"`
 	Plans           []planConf     `yaml:"plans"`
@@ -68,6 +71,42 @@ type smtpConf struct {
 	From        string `yaml:"from"`
 	TLS         string `yaml:"tls"`
 	Timeout     string `yaml:"timeout"`
+}
+
+type billingConf struct {
+	Issuer           issuerConf   `yaml:"issuer"`
+	InvoicePrefix    string       `yaml:"invoice_prefix"`
+	CreditNotePrefix string       `yaml:"credit_note_prefix"`
+	TaxRounding      string       `yaml:"tax_rounding"`
+	MarkupPercent    string       `yaml:"markup_percent"`
+	DueDays          *int         `yaml:"due_days"`
+	AutoClose        *bool        `yaml:"auto_close"`
+	CloseDelay       string       `yaml:"close_delay"`
+	Interval         string       `yaml:"interval"`
+	FXRates          []fxRateConf `yaml:"fx_rates"`
+	Stripe           *stripeConf  `yaml:"stripe"`
+}
+
+type issuerConf struct {
+	Name               string `yaml:"name"`
+	RegistrationNumber string `yaml:"registration_number"`
+	Address            string `yaml:"address"`
+	Phone              string `yaml:"phone"`
+	Email              string `yaml:"email"`
+	PaymentTerms       string `yaml:"payment_terms"`
+	BankAccount        string `yaml:"bank_account"`
+}
+
+type fxRateConf struct {
+	Period string `yaml:"period"`
+	USDJPY string `yaml:"usd_jpy"`
+	Source string `yaml:"source"`
+}
+
+type stripeConf struct {
+	SecretKeyEnv     string `yaml:"secret_key_env"`
+	WebhookSecretEnv string `yaml:"webhook_secret_env"`
+	APIURL           string `yaml:"api_url"`
 }
 
 type providerConf struct {
@@ -119,6 +158,7 @@ type Config struct {
 	SweepInterval  time.Duration
 	SweepRelease   bool
 	Alerts         AlertsConfig
+	Billing        BillingConfig
 	Demo           bool
 	DemoLatency    time.Duration
 	DemoKey        string
@@ -142,6 +182,30 @@ type AlertsConfig struct {
 	// SMTP is nil when no mail server is configured (email channels are refused).
 	SMTP *notify.SMTPConfig
 }
+
+// BillingConfig is the validated billing section.
+type BillingConfig struct {
+	// Enabled is true when an issuer is configured: invoices can be issued.
+	Enabled          bool
+	Invoice          billing.Config
+	InvoicePrefix    string
+	CreditNotePrefix string
+	AutoClose        bool
+	CloseDelay       time.Duration
+	Interval         time.Duration
+	FXRates          []db.FXRate
+	// Stripe is nil when invoices are not mirrored in Stripe.
+	Stripe *StripeConfig
+}
+
+// StripeConfig says how to reach Stripe.
+type StripeConfig struct {
+	SecretKey     string
+	WebhookSecret string
+	APIURL        string
+}
+
+var prefixRE = regexp.MustCompile(`^[A-Z0-9]{1,10}$`)
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
 
@@ -226,6 +290,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		bad("sweeper.mode must be charge or release, got %q", fc.Sweeper.Mode)
 	}
 	cfg.Alerts = loadAlerts(bad, getenv, fc.Alerts)
+	cfg.Billing = loadBilling(bad, getenv, fc.Billing)
 	cfg.DemoLatency = duration(bad, "YOSAN_DEMO_LATENCY", getenv("YOSAN_DEMO_LATENCY"), 0, 0)
 
 	provs := map[string]bool{}
@@ -395,6 +460,75 @@ func loadAlerts(bad func(string, ...any), getenv func(string) string, ac alertsC
 	}
 	if out.WebhookTimeout*2 > out.Lease {
 		bad("alerts.lease (%s) must be at least twice alerts.webhook_timeout (%s)", out.Lease, out.WebhookTimeout)
+	}
+	return out
+}
+
+// loadBilling validates the billing section, reporting problems through bad.
+func loadBilling(bad func(string, ...any), getenv func(string) string, bc billingConf) BillingConfig {
+	out := BillingConfig{InvoicePrefix: or(bc.InvoicePrefix, "INV"), CreditNotePrefix: or(bc.CreditNotePrefix, "CN")}
+	is := bc.Issuer
+	out.Invoice = billing.Config{Issuer: app.Issuer{Name: strings.TrimSpace(is.Name), RegistrationNumber: strings.TrimSpace(is.RegistrationNumber),
+		Address: is.Address, Phone: is.Phone, Email: is.Email, PaymentTerms: is.PaymentTerms, BankAccount: is.BankAccount},
+		Rounding: app.TaxRounding(or(bc.TaxRounding, string(app.RoundFloor))), DueDays: 30}
+	if bc.DueDays != nil {
+		out.Invoice.DueDays = *bc.DueDays
+	}
+	if bc.MarkupPercent != "" {
+		bp, err := billing.ParsePercent(bc.MarkupPercent)
+		if err != nil {
+			bad("billing.markup_percent: %s", app.ErrorMessage(err))
+		}
+		out.Invoice.MarkupBP = bp
+	}
+	out.Enabled = is != (issuerConf{})
+	if out.Enabled {
+		if err := out.Invoice.Validate(); err != nil {
+			bad("billing: %s", app.ErrorMessage(err))
+		}
+	} else if bc.Stripe != nil || bc.AutoClose != nil && *bc.AutoClose {
+		bad("billing.issuer (name and registration_number) is required to issue invoices")
+	}
+	if !prefixRE.MatchString(out.InvoicePrefix) || !prefixRE.MatchString(out.CreditNotePrefix) || out.InvoicePrefix == out.CreditNotePrefix {
+		bad("billing.invoice_prefix and credit_note_prefix must differ and be 1 to 10 capital letters or digits, got %q and %q", out.InvoicePrefix, out.CreditNotePrefix)
+	}
+	out.AutoClose = out.Enabled && (bc.AutoClose == nil || *bc.AutoClose)
+	out.CloseDelay = duration(bad, "billing.close_delay", bc.CloseDelay, time.Hour, 0)
+	out.Interval = duration(bad, "billing.interval", bc.Interval, time.Minute, 100*time.Millisecond)
+	seen := map[string]bool{}
+	for i, r := range bc.FXRates {
+		rate, err := app.ParseMoney(r.USDJPY)
+		switch {
+		case !db.ValidPeriod(r.Period):
+			bad("billing.fx_rates[%d]: period %q must be a month such as 2026-12", i, r.Period)
+		case seen[r.Period]:
+			bad("billing.fx_rates[%d]: period %s is listed twice", i, r.Period)
+		case err != nil || rate <= 0:
+			bad("billing.fx_rates[%d]: usd_jpy must be a positive decimal string such as \"151.20\", got %q", i, r.USDJPY)
+		case strings.TrimSpace(r.Source) == "":
+			bad("billing.fx_rates[%d]: source is required (it is printed on the invoice, e.g. \"MUFG TTM 2026-11-30\")", i)
+		default:
+			out.FXRates = append(out.FXRates, db.FXRate{Period: r.Period, USDJPY: rate, Source: strings.TrimSpace(r.Source)})
+		}
+		seen[r.Period] = true
+	}
+	if sc := bc.Stripe; sc != nil {
+		out.Stripe = &StripeConfig{APIURL: strings.TrimRight(sc.APIURL, "/")}
+		if sc.SecretKeyEnv == "" || getenv(sc.SecretKeyEnv) == "" {
+			bad("billing.stripe.secret_key_env must name a set environment variable holding the Stripe secret key (sk_...)")
+		} else {
+			out.Stripe.SecretKey = getenv(sc.SecretKeyEnv)
+		}
+		if sc.WebhookSecretEnv != "" {
+			if out.Stripe.WebhookSecret = getenv(sc.WebhookSecretEnv); out.Stripe.WebhookSecret == "" {
+				bad("billing.stripe.webhook_secret_env names %s, which is not set", sc.WebhookSecretEnv)
+			}
+		}
+		if out.Stripe.APIURL != "" {
+			if u, err := url.Parse(out.Stripe.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("billing.stripe.api_url must be an http(s) URL such as http://127.0.0.1:12111 (stripe-mock), got %q", sc.APIURL)
+			}
+		}
 	}
 	return out
 }

@@ -415,3 +415,62 @@ func TestLoadConfigAlerts(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigBilling(t *testing.T) {
+	t.Run("Off", func(t *testing.T) {
+		b := mustLoad(t, "", nil).Billing
+		if b.Enabled || b.AutoClose || b.Stripe != nil || b.InvoicePrefix != "INV" || b.CreditNotePrefix != "CN" {
+			t.Errorf("defaults %+v", b)
+		}
+	})
+	t.Run("Full", func(t *testing.T) {
+		b := mustLoad(t, `billing:
+  issuer: {name: Yosan 株式会社, registration_number: T7123456789012, address: Tokyo, payment_terms: 30 days}
+  invoice_prefix: YSN
+  credit_note_prefix: YCN
+  tax_rounding: half_up
+  markup_percent: "-2.5"
+  due_days: 14
+  close_delay: 2h
+  interval: 5m
+  fx_rates:
+    - {period: "2026-12", usd_jpy: "151.20", source: "MUFG TTM 2026-11-30"}
+  stripe: {secret_key_env: SK, webhook_secret_env: WH, api_url: "http://127.0.0.1:12111/"}
+`, env{"SK": "sk_test_x", "WH": "whsec_x"}).Billing
+		if !b.Enabled || !b.AutoClose || b.InvoicePrefix != "YSN" || b.Invoice.Rounding != "half_up" || b.Invoice.MarkupBP != -250 ||
+			b.Invoice.DueDays != 14 || b.CloseDelay != 2*time.Hour || b.Interval != 5*time.Minute {
+			t.Errorf("billing %+v", b)
+		}
+		if len(b.FXRates) != 1 || b.FXRates[0].USDJPY != 151_200_000 || b.FXRates[0].Source != "MUFG TTM 2026-11-30" {
+			t.Errorf("fx %+v", b.FXRates)
+		}
+		if b.Stripe == nil || b.Stripe.SecretKey != "sk_test_x" || b.Stripe.WebhookSecret != "whsec_x" || b.Stripe.APIURL != "http://127.0.0.1:12111" {
+			t.Errorf("stripe %+v", b.Stripe)
+		}
+	})
+	for _, tt := range []struct {
+		name, yaml string
+		env        env
+		msg        string
+	}{
+		{"ErrRegistration", "billing:\n  issuer: {name: X, registration_number: T1234567890123}\n", nil, "billing: registration number"},
+		{"ErrIssuerName", "billing:\n  issuer: {registration_number: T7123456789012}\n", nil, "issuer's name is required"},
+		{"ErrRounding", "billing:\n  issuer: {name: X, registration_number: T7123456789012}\n  tax_rounding: bankers\n", nil, "tax rounding must be floor, ceil or half_up"},
+		{"ErrMarkup", "billing:\n  markup_percent: lots\n", nil, "billing.markup_percent"},
+		{"ErrStripeWithoutIssuer", "billing:\n  stripe: {secret_key_env: SK}\n", env{"SK": "x"}, "billing.issuer (name and registration_number) is required"},
+		{"ErrStripeKey", "billing:\n  issuer: {name: X, registration_number: T7123456789012}\n  stripe: {secret_key_env: NOPE}\n", nil, "billing.stripe.secret_key_env must name a set environment variable"},
+		{"ErrStripeURL", "billing:\n  issuer: {name: X, registration_number: T7123456789012}\n  stripe: {secret_key_env: SK, api_url: stripe}\n", env{"SK": "x"}, "billing.stripe.api_url must be an http(s) URL"},
+		{"ErrFXPeriod", "billing:\n  fx_rates: [{period: 2026-13, usd_jpy: '150', source: x}]\n", nil, "billing.fx_rates[0]: period"},
+		{"ErrFXRate", "billing:\n  fx_rates: [{period: 2026-12, usd_jpy: '-1', source: x}]\n", nil, "usd_jpy must be a positive decimal"},
+		{"ErrFXSource", "billing:\n  fx_rates: [{period: 2026-12, usd_jpy: '150'}]\n", nil, "source is required"},
+		{"ErrFXTwice", "billing:\n  fx_rates: [{period: 2026-12, usd_jpy: '150', source: a}, {period: 2026-12, usd_jpy: '151', source: b}]\n", nil, "listed twice"},
+		{"ErrPrefix", "billing:\n  invoice_prefix: inv-\n", nil, "billing.invoice_prefix and credit_note_prefix"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, tt.env)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.msg)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@
 //
 //	yosan serve     run the gateway (migrates the database first)
 //	yosan migrate   apply pending migrations and exit
+//	yosan billing   close a month (issue invoices), credit an invoice, sync Stripe
 //	yosan version   print the version
 package main
 
@@ -43,12 +44,14 @@ func main() {
 		err = serve(log)
 	case "migrate":
 		err = migrateOnly()
+	case "billing":
+		err = billingCmd(os.Args[2:], os.Stdout, log)
 	case "version", "-v", "--version":
 		fmt.Println("yosan", version)
 	case "help", "-h", "--help":
-		fmt.Println("usage: yosan [serve|migrate|version]\n\nEnvironment: DATABASE_URL, YOSAN_ADDR, YOSAN_ADMIN_TOKEN (or YOSAN_ADMIN_TOKEN_FILE),\nYOSAN_CONFIG, YOSAN_DEMO, YOSAN_DEMO_LATENCY, YOSAN_DEMO_KEY. See README.md.")
+		fmt.Println("usage: yosan [serve|migrate|billing|version]\n\nEnvironment: DATABASE_URL, YOSAN_ADDR, YOSAN_ADMIN_TOKEN (or YOSAN_ADMIN_TOKEN_FILE),\nYOSAN_CONFIG, YOSAN_DEMO, YOSAN_DEMO_LATENCY, YOSAN_DEMO_KEY. See README.md.")
 	default:
-		err = fmt.Errorf("unknown command %q (want serve, migrate or version)", cmd)
+		err = fmt.Errorf("unknown command %q (want serve, migrate, billing or version)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "yosan:", err)
@@ -101,12 +104,16 @@ func serve(log *slog.Logger) error {
 		AsyncSettle: cfg.SettleAsync,
 	}
 	alerts := newAlertWorker(cfg, d, log)
+	bill := newBilling(cfg, d, log)
+	if err := d.SetFXRates(ctx, cfg.Billing.FXRates); err != nil {
+		return err
+	}
 	if err := d.SyncOperatorEmails(ctx, cfg.Alerts.OperatorEmails); err != nil {
 		return err
 	}
 	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
 		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
-		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Log: log})
+		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, Log: log})
 
 	var demoInfo *demoSeed
 	if cfg.Demo && cfg.DemoKey != "" {
@@ -136,6 +143,13 @@ func serve(log *slog.Logger) error {
 			alerts.Run(ctx, cfg.Alerts.PollInterval)
 		}
 	}()
+	billingDone := make(chan struct{})
+	go func() {
+		defer close(billingDone)
+		if cfg.Billing.AutoClose || cfg.Billing.Stripe != nil {
+			bill.Run(ctx, cfg.Billing.Interval, cfg.Billing.AutoClose)
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	printBanner(cfg, ln.Addr().String(), demoInfo)
@@ -145,6 +159,7 @@ func serve(log *slog.Logger) error {
 		gw.Drain()
 		stop()
 		<-alertsDone
+		<-billingDone
 	}
 	select {
 	case err := <-errc:

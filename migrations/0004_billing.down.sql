@@ -1,0 +1,10 @@
+DROP TABLE invoice_lines;
+DROP FUNCTION invoice_line_frozen();
+DROP TABLE invoices;
+DROP FUNCTION invoice_frozen();
+DROP TABLE invoice_sequences;
+DROP INDEX reservations_org_period;
+DROP TABLE fx_rates;
+DELETE FROM org_periods WHERE opened_at IS NULL;
+ALTER TABLE org_periods DROP COLUMN closed_at, DROP COLUMN fx_source, ALTER COLUMN opened_at SET NOT NULL;
+ALTER TABLE orgs DROP COLUMN stripe_customer_id, DROP COLUMN tax_id, DROP COLUMN billing_email, DROP COLUMN billing_name;
