@@ -1,4 +1,7 @@
-// Package billing will hold periods, FX, consumption tax, qualified-invoice assembly and the
-// Stripe sync. In this first version the FX part lives in the ledger: each org-period fixes its
-// USD->JPY rate when it opens (db.PeriodRate) and every cost of the period uses it.
+// Package billing turns the ledger into money owed: the month close (Service.ClosePeriod and
+// the scheduler), the yen amounts of the lines (AllocateYen), the consumption tax computed once
+// per invoice (Tax), the issuer registration number check, the Stripe mirror (Stripe.Sync, and
+// ParseStripeWebhook for Stripe's events) and the reconciliation of invoices with the ledger.
+// Each org-period's USD->JPY rate is fixed when the period opens (db.PeriodRate), so every
+// cost of the period, its budget and its invoice use the same rate.
 package billing
