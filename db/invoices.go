@@ -383,7 +383,8 @@ func insertInvoice(ctx context.Context, tx pgx.Tx, inv *app.Invoice, issuerNumbe
 const invoiceCols = `i.id::text, i.number, i.kind, coalesce(c.number, ''), i.org_id::text, i.recipient, i.period,
 	i.period_start, i.period_end, i.issued_at, i.due_at, i.issuer, i.currency, i.usd_jpy, i.fx_source, i.subtotal,
 	i.tax_rate, i.tax, i.total, i.rounding, i.markup_bp, i.ledger_micro, i.status, coalesce(i.stripe_state->>'CustomerID', ''),
-	coalesce(i.stripe_invoice_id, ''), i.stripe_synced, coalesce(i.stripe_error, ''), i.created_at, coalesce(i.superseded_by::text, '')`
+	coalesce(i.stripe_invoice_id, ''), i.stripe_synced, coalesce(i.stripe_error, ''), i.created_at, coalesce(i.superseded_by::text, ''),
+	(SELECT o.timezone FROM orgs o WHERE o.id = i.org_id)`
 
 // InvoiceRow is an invoice as listed, with the document that superseded it ("" when none).
 type InvoiceRow struct {
@@ -394,14 +395,20 @@ type InvoiceRow struct {
 func scanInvoice(row pgx.CollectableRow) (InvoiceRow, error) {
 	var r InvoiceRow
 	inv := &r.Invoice
-	var kind, rounding, status string
+	var kind, rounding, status, tz string
 	var issuer []byte
 	err := row.Scan(&inv.ID, &inv.Number, &kind, &inv.Corrects, &inv.OrgID, &inv.Recipient, &inv.Period, &inv.PeriodStart,
 		&inv.PeriodEnd, &inv.IssuedAt, &inv.DueAt, &issuer, &inv.Currency, &inv.USDJPY, &inv.FXSource, &inv.Subtotal,
 		&inv.TaxRate, &inv.Tax, &inv.Total, &rounding, &inv.MarkupBP, &inv.LedgerMicro, &status, &inv.StripeCustomerID,
-		&inv.StripeInvoiceID, &inv.StripeSynced, &inv.StripeError, &inv.CreatedAt, &r.SupersededBy)
+		&inv.StripeInvoiceID, &inv.StripeSynced, &inv.StripeError, &inv.CreatedAt, &r.SupersededBy, &tz)
 	if err != nil {
 		return r, err
+	}
+	// Dates print in the org's time zone: the period is its calendar month, and an invoice
+	// issued at 00:30 in Tokyo is dated that day, not the day before in UTC.
+	if loc, err := time.LoadLocation(tz); err == nil {
+		inv.PeriodStart, inv.PeriodEnd = inv.PeriodStart.In(loc), inv.PeriodEnd.In(loc)
+		inv.IssuedAt, inv.DueAt = inv.IssuedAt.In(loc), inv.DueAt.In(loc)
 	}
 	inv.Kind, inv.Rounding, inv.Status = app.InvoiceKind(kind), app.TaxRounding(rounding), app.InvoiceStatus(status)
 	if err := json.Unmarshal(issuer, &inv.Issuer); err != nil {

@@ -126,7 +126,11 @@ func TestAdminBilling(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 			t.Fatalf("html: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
-		for _, want := range []string{"適格請求書", testIssuerNumber, "Yosan 株式会社", "Acme 株式会社", number, "御中", "10%"} {
+		start, _ := time.ParseInLocation("2006-01", period, tokyo)
+		first := fmt.Sprintf("%d年%d月1日", start.Year(), int(start.Month()))
+		last := start.AddDate(0, 1, -1)
+		lastDay := fmt.Sprintf("%d年%d月%d日", last.Year(), int(last.Month()), last.Day())
+		for _, want := range []string{"適格請求書", testIssuerNumber, "Yosan 株式会社", "Acme 株式会社", number, "御中", "10%", first, lastDay} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the invoice page lacks %q", want)
 			}
