@@ -27,8 +27,8 @@ test: check-templ ## go vet + go test -race against a real PostgreSQL (private c
 	@if [ -n "$${YOSAN_TEST_DATABASE_URL:-}" ]; then url="$$YOSAN_TEST_DATABASE_URL"; \
 	else url="$$(scripts/pg.sh url yosan_test)"; fi; \
 	export YOSAN_TEST_DATABASE_URL="$$url"; \
-	export YOSAN_MAILPIT="$${YOSAN_MAILPIT:-$$(scripts/mailpit.sh)}"; \
-	export YOSAN_STRIPE_MOCK="$${YOSAN_STRIPE_MOCK:-$$(scripts/stripe-mock.sh)}"; \
+	export YOSAN_MAILPIT="$${YOSAN_MAILPIT:-$$(scripts/test-peer.sh mailpit)}"; \
+	export YOSAN_STRIPE_MOCK="$${YOSAN_STRIPE_MOCK:-$$(scripts/test-peer.sh stripe-mock)}"; \
 	echo "YOSAN_TEST_DATABASE_URL=$$url"; \
 	echo "== go vet ./..."; $(GO) vet ./...; \
 	echo "== go test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \

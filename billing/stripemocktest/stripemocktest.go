@@ -9,7 +9,7 @@
 // plays a Stripe outage.
 //
 // The binary is $YOSAN_STRIPE_MOCK, else <repo>/.data/bin/stripe-mock, else stripe-mock on
-// PATH; `make test` installs the pinned version with scripts/stripe-mock.sh and sets
+// PATH; `make test` installs the pinned version with scripts/test-peer.sh stripe-mock and sets
 // YOSAN_STRIPE_MOCK. Without one, Start fails the test: it never skips.
 package stripemocktest
 
@@ -286,7 +286,7 @@ func binary(tb testing.TB) string {
 	if p, err := exec.LookPath("stripe-mock"); err == nil {
 		return p
 	}
-	tb.Fatal("stripe-mock not found: run `make test` (it installs it with scripts/stripe-mock.sh) or set YOSAN_STRIPE_MOCK")
+	tb.Fatal("stripe-mock not found: run `make test` (it installs it with scripts/test-peer.sh stripe-mock) or set YOSAN_STRIPE_MOCK")
 	return ""
 }
 

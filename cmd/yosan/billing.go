@@ -53,17 +53,11 @@ func billingCmd(args []string, out io.Writer, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := db.Migrate(cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	d, err := db.Open(ctx, cfg.DatabaseURL)
+	d, err := migrateAndOpen(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := d.SetFXRates(ctx, cfg.Billing.FXRates); err != nil {
-		return err
-	}
 	svc := newBilling(cfg, d, log)
 	switch args[0] {
 	case "close":

@@ -81,10 +81,7 @@ func serve(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := db.Migrate(cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	d, err := db.Open(ctx, cfg.DatabaseURL)
+	d, err := migrateAndOpen(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -105,9 +102,6 @@ func serve(log *slog.Logger) error {
 	}
 	alerts := newAlertWorker(cfg, d, log)
 	bill := newBilling(cfg, d, log)
-	if err := d.SetFXRates(ctx, cfg.Billing.FXRates); err != nil {
-		return err
-	}
 	if err := d.SyncOperatorEmails(ctx, cfg.Alerts.OperatorEmails); err != nil {
 		return err
 	}
@@ -176,6 +170,23 @@ func serve(log *slog.Logger) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// migrateAndOpen applies pending migrations, opens the pool and records the config file's
+// FX rates (every gateway process and command does, so the rates apply whoever opens a period).
+func migrateAndOpen(ctx context.Context, cfg *Config) (*db.DB, error) {
+	if err := db.Migrate(cfg.DatabaseURL); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	d, err := db.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.SetFXRates(ctx, cfg.Billing.FXRates); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // buildCatalog creates the providers, records models and prices in the database and returns

@@ -3,7 +3,7 @@
 // its own database that goes away with the test.
 //
 // The binary is $YOSAN_MAILPIT, else <repo>/.data/bin/mailpit, else mailpit on PATH; `make
-// test` installs the pinned version with scripts/mailpit.sh and sets YOSAN_MAILPIT. Without
+// test` installs the pinned version with scripts/test-peer.sh mailpit and sets YOSAN_MAILPIT. Without
 // one, Start fails the test: it never skips.
 package mailpittest
 
@@ -215,7 +215,7 @@ func binary(tb testing.TB) string {
 	if p, err := exec.LookPath("mailpit"); err == nil {
 		return p
 	}
-	tb.Fatal("mailpit not found: run `make test` (it installs it with scripts/mailpit.sh) or set YOSAN_MAILPIT")
+	tb.Fatal("mailpit not found: run `make test` (it installs it with scripts/test-peer.sh mailpit) or set YOSAN_MAILPIT")
 	return ""
 }
 
