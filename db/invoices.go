@@ -754,3 +754,14 @@ func (db *DB) OrgsWithPeriod(ctx context.Context, period string) ([]string, erro
 	}
 	return ids, nil
 }
+
+// OrgPeriods lists the periods an org opened or has ledger rows in, newest first.
+func (db *DB) OrgPeriods(ctx context.Context, orgID string) ([]string, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT period FROM org_periods WHERE org_id = $1 AND opened_at IS NOT NULL
+		UNION SELECT DISTINCT period FROM reservations WHERE org_id = $1 ORDER BY 1 DESC`, orgID)
+	ps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list periods: %w", FormatError(err))
+	}
+	return ps, nil
+}

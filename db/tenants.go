@@ -277,3 +277,33 @@ func (db *DB) PeriodRate(ctx context.Context, org app.Org, period string) (int64
 // now is the clock at the database's precision (microseconds), so what a create returns equals
 // what a later read returns.
 func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Microsecond) }
+
+// Orgs lists every org, by name (for operators).
+func (db *DB) Orgs(ctx context.Context) ([]app.Org, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT id::text, name, currency, timezone, usd_jpy, created_at FROM orgs ORDER BY name, id`)
+	orgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (app.Org, error) {
+		var o app.Org
+		err := row.Scan(&o.ID, &o.Name, &o.Currency, &o.TimeZone, &o.USDJPY, &o.CreatedAt)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list orgs: %w", FormatError(err))
+	}
+	return orgs, nil
+}
+
+// OrgNames returns the names of the orgs with the given ids.
+func (db *DB) OrgNames(ctx context.Context, ids []string) (map[string]string, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT id::text, name FROM orgs WHERE id::text = ANY($1)`, ids)
+	out := map[string]string{}
+	_, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+		var id, name string
+		err := row.Scan(&id, &name)
+		out[id] = name
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("org names: %w", FormatError(err))
+	}
+	return out, nil
+}

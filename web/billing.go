@@ -22,6 +22,7 @@ func (s *Server) billingRoutes(adm *echo.Group) {
 	adm.GET("/orgs/:org/invoices", s.listInvoices)
 	adm.GET("/orgs/:org/invoices/:id", s.getInvoice)
 	adm.GET("/orgs/:org/invoices/:id/html", s.invoiceHTML)
+	adm.GET("/orgs/:org/invoices/:id/pdf", s.invoicePDF)
 	adm.POST("/orgs/:org/invoices/:id/credit-note", s.creditInvoice)
 	adm.POST("/orgs/:org/invoices/:id/stripe-sync", s.syncInvoice)
 	adm.POST("/billing/close", s.closePeriod)
@@ -223,6 +224,14 @@ func (s *Server) invoiceHTML(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(http.StatusOK)
 	return views.InvoicePage(inv).Render(c.Request().Context(), c.Response())
+}
+
+// invoicePDF answers the qualified invoice as a PDF.
+func (s *Server) invoicePDF(c echo.Context) error {
+	if _, err := s.cfg.DB.Org(c.Request().Context(), c.Param("org")); err != nil {
+		return err
+	}
+	return s.servePDF(c, c.Param("org"), c.Param("id"))
 }
 
 func (s *Server) creditInvoice(c echo.Context) error {

@@ -22,7 +22,12 @@ const (
 
 func mustBillingServer(t *testing.T) *server {
 	t.Helper()
+	font, err := billing.FindJapaneseFont()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return mustServerConfig(t, func(c *web.Config) {
+		c.PDFFont = font
 		c.Billing = &billing.Service{DB: c.DB, InvoicePrefix: "INV", CreditNotePrefix: "CN", WebhookSecret: stripeSecret,
 			Config: billing.Config{Issuer: app.Issuer{Name: "Yosan 株式会社", RegistrationNumber: testIssuerNumber}, DueDays: 30}}
 	})
@@ -134,6 +139,13 @@ func TestAdminBilling(t *testing.T) {
 			if !strings.Contains(page, want) {
 				t.Errorf("the invoice page lacks %q", want)
 			}
+		}
+	})
+	t.Run("PDF", func(t *testing.T) {
+		resp, body := s.do(t, "GET", base+"/invoices/"+invID+"/pdf", adminToken, "")
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/pdf" || !bytes.HasPrefix(body, []byte("%PDF-")) ||
+			!strings.Contains(resp.Header.Get("Content-Disposition"), number+".pdf") {
+			t.Fatalf("pdf: %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"))
 		}
 	})
 	t.Run("Reconciliation", func(t *testing.T) {

@@ -40,6 +40,8 @@ type Config struct {
 	// Billing closes months, mirrors invoices in Stripe and takes its webhooks; nil means a
 	// service without an issuer (invoices can be read, not issued).
 	Billing *billing.Service
+	// PDFFont is the Japanese TrueType font invoice PDFs are drawn with ("" : no PDFs).
+	PDFFont string
 	Log     *slog.Logger
 }
 
@@ -48,6 +50,8 @@ type Server struct {
 	cfg        Config
 	Echo       *echo.Echo
 	adminToken [32]byte
+	sessions   *Sessions
+	pdfFont    string
 }
 
 // New builds the server with every route.
@@ -64,7 +68,8 @@ func New(cfg Config) *Server {
 	if cfg.Alerts.RetryFor <= 0 {
 		cfg.Alerts.RetryFor = notify.DefaultRetryFor
 	}
-	s := &Server{cfg: cfg, Echo: echo.New(), adminToken: sha256.Sum256([]byte(cfg.AdminToken))}
+	s := &Server{cfg: cfg, Echo: echo.New(), adminToken: sha256.Sum256([]byte(cfg.AdminToken)),
+		sessions: &Sessions{DB: cfg.DB}, pdfFont: cfg.PDFFont}
 	e := s.Echo
 	e.HideBanner = true
 	e.HidePort = true
@@ -98,6 +103,7 @@ func New(cfg Config) *Server {
 	s.alertRoutes(adm.Group("/global"))
 	s.billingRoutes(adm)
 	e.POST("/webhooks/stripe", s.stripeWebhook)
+	s.consoleRoutes(e)
 	return s
 }
 
@@ -165,6 +171,10 @@ type errorObject struct {
 // client; anything else is logged and shown as a generic internal error.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if p := c.Request().URL.Path; p == "/console" || strings.HasPrefix(p, "/console/") {
+		s.consoleError(err, c)
 		return
 	}
 	var he *echo.HTTPError

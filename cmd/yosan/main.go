@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"yosan/app"
+	"yosan/billing"
 	"yosan/db"
 	"yosan/notify"
 	"yosan/providers/demo"
@@ -46,6 +47,8 @@ func main() {
 		err = migrateOnly()
 	case "billing":
 		err = billingCmd(os.Args[2:], os.Stdout, log)
+	case "admin":
+		err = adminCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "version", "-v", "--version":
 		fmt.Println("yosan", version)
 	case "help", "-h", "--help":
@@ -102,12 +105,16 @@ func serve(log *slog.Logger) error {
 	}
 	alerts := newAlertWorker(cfg, d, log)
 	bill := newBilling(cfg, d, log)
+	pdfFont, ferr := billing.FindJapaneseFont()
+	if ferr != nil {
+		log.Info("invoice PDFs are off (the HTML invoice works)", "reason", ferr)
+	}
 	if err := d.SyncOperatorEmails(ctx, cfg.Alerts.OperatorEmails); err != nil {
 		return err
 	}
 	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
 		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
-		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, Log: log})
+		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, PDFFont: pdfFont, Log: log})
 
 	var demoInfo *demoSeed
 	if cfg.Demo && cfg.DemoKey != "" {

@@ -1,0 +1,1 @@
+DROP INDEX reservations_key_created;
