@@ -93,11 +93,13 @@ func newBrowser(t *testing.T) *browser {
 	start := time.Now()
 	stuck := time.AfterFunc(browserStartTimeout, cancelTab)
 	err := chromedp.Do(ctx)
-	stuck.Stop()
+	if !stuck.Stop() {
+		err = fmt.Errorf("not started within %v: %w", browserStartTimeout, err)
+	}
 	if err != nil {
 		cancelTab()
 		cancelAlloc()
-		t.Fatalf("start %s: %v\nchromium output:\n%s", exe, err, clipTail(b.out.String(), 4000))
+		t.Fatalf("start %s: %v\nchromium output:\n%s", exe, err, clipTail(chromiumLog(b.out.String()), 4000))
 	}
 	t.Logf("chromium %s started in %v", exe, time.Since(start).Round(time.Millisecond))
 
@@ -388,33 +390,42 @@ func (b *browser) afterLayout() chromedp.Action[chromedp.Void] {
 		`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))`, chromedp.EvalAwaitPromise)
 }
 
-// save writes a PNG to b.dir as <test name>-<name>.png.
+// save writes a PNG to b.dir as <test name>-<name>.png, logs and returns its path.
 func (b *browser) save(name string, png []byte) string {
 	b.t.Helper()
-	if err := os.MkdirAll(b.dir, 0o755); err != nil {
-		b.t.Fatal(err)
-	}
-	path := filepath.Join(b.dir, screenshotName(b.t.Name()+"-"+name)+".png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		b.t.Fatal(err)
-	}
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
+	path, err := b.write(name, png)
+	if err != nil {
+		b.t.Fatalf("save screenshot %s: %v", name, err)
 	}
 	b.t.Logf("screenshot %s", path)
 	return path
 }
 
-// failureScreenshot saves <test name>-failed.png, best effort, for a test that failed.
+func (b *browser) write(name string, png []byte) (string, error) {
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(b.dir, screenshotName(b.t.Name()+"-"+name)+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		return "", err
+	}
+	return filepath.Abs(path)
+}
+
+// failureScreenshot saves <test name>-failed.png, best effort, for a test that failed. It
+// runs in the cleanup, so it must not call t.Fatal: the browser would be left running.
 func (b *browser) failureScreenshot() {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		b.t.Logf("no failure screenshot: %v", err)
-		return
+	if err == nil {
+		var path string
+		if path, err = b.write("failed", png); err == nil {
+			b.t.Logf("screenshot at the failure: %s", path)
+			return
+		}
 	}
-	b.save("failed", png)
+	b.t.Logf("no screenshot at the failure: %v", err)
 }
 
 var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -15,6 +15,10 @@ import (
 	"yosan/db"
 )
 
+// adminActor is who acts through /admin/v1: the operator's admin token, which may do
+// everything app.Actor allows an operator (the console's users go through the same checks).
+func adminActor() app.Actor { return app.Actor{AdminToken: true} }
+
 // readLimited reads an admin request body of at most limit bytes.
 func readLimited(r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -155,6 +159,7 @@ func (s *Server) createTeam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), t.OrgID, "team.create", "team", t.ID, map[string]any{"name": t.Name})
 	return c.JSON(http.StatusCreated, map[string]any{"id": t.ID, "org_id": t.OrgID, "name": t.Name, "created_at": t.CreatedAt})
 }
 
@@ -180,6 +185,7 @@ func (s *Server) createMember(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), m.OrgID, "member.create", "member", m.ID, map[string]any{"email": m.Email, "team_id": m.TeamID})
 	return c.JSON(http.StatusCreated, map[string]any{"id": m.ID, "org_id": m.OrgID, "team_id": m.TeamID, "email": m.Email, "created_at": m.CreatedAt})
 }
 
@@ -235,6 +241,7 @@ func (s *Server) createKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), k.OrgID, "key.create", "key", k.ID, map[string]any{"name": k.Name, "prefix": k.Prefix, "team_id": k.TeamID})
 	return c.JSON(http.StatusCreated, toKeyJSON(k, secret))
 }
 
@@ -244,6 +251,7 @@ func (s *Server) revokeKey(c echo.Context) error {
 		return err
 	}
 	s.cfg.Gateway.ForgetKey(k.ID)
+	s.audit(c, adminActor(), k.OrgID, "key.revoke", "key", k.ID, map[string]any{"name": k.Name, "prefix": k.Prefix})
 	return c.JSON(http.StatusOK, toKeyJSON(k, ""))
 }
 
@@ -304,16 +312,22 @@ func (s *Server) putBudget(c echo.Context) error {
 		return app.Errorf(app.EINVALID, "give 'cap' (a decimal string such as \"1000\", or null to remove the cap) and/or 'thresholds' (percentages such as [50, 80, 90, 100], or null for the defaults)")
 	}
 	ctx := c.Request().Context()
-	var b app.Budget
-	var err error
+	node := budgetNode(c)
+	before, err := s.cfg.Ledger.Budget(ctx, node)
+	if err != nil {
+		return err
+	}
+	owner, _ := s.cfg.DB.NodeOwner(ctx, node)
+	b := before
 	if in.Cap.set {
 		var cp *int64
 		if !in.Cap.null {
 			cp = &in.Cap.value
 		}
-		if b, err = s.cfg.Ledger.SetCap(ctx, budgetNode(c), cp); err != nil {
+		if b, err = s.cfg.Ledger.SetCap(ctx, node, cp); err != nil {
 			return err
 		}
+		s.audit(c, adminActor(), owner.ID, "budget.cap_set", string(node.Kind), node.ID, map[string]any{"old": decimalOrNil(before.Cap), "new": decimalOrNil(cp)})
 	}
 	if in.Thresholds != nil {
 		var ts []int
@@ -323,9 +337,10 @@ func (s *Server) putBudget(c echo.Context) error {
 		if ts != nil && len(ts) == 0 {
 			return app.Errorf(app.EINVALID, "'thresholds' is empty: give at least one percentage, or null for the defaults (%v)", app.DefaultThresholds)
 		}
-		if b, err = s.cfg.Ledger.SetThresholds(ctx, budgetNode(c), ts); err != nil {
+		if b, err = s.cfg.Ledger.SetThresholds(ctx, node, ts); err != nil {
 			return err
 		}
+		s.audit(c, adminActor(), owner.ID, "budget.thresholds_set", string(node.Kind), node.ID, map[string]any{"old": before.Thresholds, "new": b.Thresholds})
 	}
 	return c.JSON(http.StatusOK, toBudgetJSON(b))
 }

@@ -160,6 +160,7 @@ func (s *Server) createChannel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), ch.OrgID, "alert.channel_add", "alert_channel", ch.ID, map[string]any{"name": ch.Name, "kind": string(ch.Kind)})
 	return c.JSON(http.StatusCreated, toChannelJSON(ch, true))
 }
 
@@ -207,6 +208,7 @@ func (s *Server) patchChannel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), ch.OrgID, "alert.channel_update", "alert_channel", ch.ID, nil)
 	return c.JSON(http.StatusOK, toChannelJSON(ch, false))
 }
 
@@ -214,6 +216,7 @@ func (s *Server) deleteChannel(c echo.Context) error {
 	if err := s.cfg.DB.DeleteAlertChannel(c.Request().Context(), scope(c), c.Param("id")); err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), scope(c), "alert.channel_delete", "alert_channel", c.Param("id"), nil)
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -242,6 +245,7 @@ func (s *Server) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, adminActor(), ch.OrgID, "alert.secret_rotate", "alert_channel", ch.ID, nil)
 	return c.JSON(http.StatusOK, toChannelJSON(ch, true))
 }
 

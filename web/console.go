@@ -161,6 +161,7 @@ func navFor(p app.Actor, orgID string) []views.NavItem {
 	items := []views.NavItem{
 		{Section: "overview", Label: "Overview 概要", Href: base},
 		{Section: "budgets", Label: "Budgets 予算", Href: base + "/budgets"},
+		{Section: "teams", Label: "Teams チーム", Href: base + "/teams"},
 		{Section: "keys", Label: "API keys キー", Href: base + "/keys"},
 		{Section: "models", Label: "Plans & models", Href: base + "/models"},
 		{Section: "reservations", Label: "Reservations 台帳", Href: base + "/reservations"},

@@ -68,7 +68,7 @@ func TestConsoleBudgetsPage(t *testing.T) {
 		body := o.users["owner"].mustPage(path, 200)
 		mustContain(t, body, `<option value="2020-01">`) // the selector lists it
 		body = o.users["owner"].mustPage(path+"?period=2020-01", 200)
-		mustContain(t, body, "read-only", "¥5,000,000", "¥1,234,567", "24.7 %")
+		mustContain(t, body, "Not the current month", "read-only", "¥5,000,000", "¥1,234,567", "24.7 %")
 		mustNotContain(t, body, `name="cap"`)
 	})
 }

@@ -120,6 +120,9 @@ func (s *Server) reservationsPage(c echo.Context) error {
 			Output: r.OutputTokens, Currency: r.Currency, Reserved: r.Amount, Actual: r.Actual, Overrun: r.Overrun,
 			Nodes: r.Nodes, Source: r.UsageSource, Deadline: r.Deadline.In(loc),
 			Stuck: r.Status == app.StatusPending && r.Deadline.Before(now)})
+		if d.Rows[len(d.Rows)-1].Stuck {
+			d.Stuck++
+		}
 	}
 	return render(c, http.StatusOK, views.LedgerPage(d))
 }

@@ -78,11 +78,12 @@ func TestConsoleReservations(t *testing.T) {
 	t.Run("Rows", func(t *testing.T) {
 		body := o.users["viewer"].mustPage(base, 200)
 		stuck := rowOf(t, body, "req-stuck-0001")
-		mustContain(t, stuck, `class="row-stuck"`, "Stuck: pending past its deadline", "demo-max", "¥12.345",
+		mustContain(t, stuck, `class="row-stuck"`, "Stuck: deadline", "demo-max", "¥12.345",
 			"org, team, member, key, global", "req-stuck-00…")
 		done := rowOf(t, body, `<span class="pill ok">committed</span>`)
 		mustContain(t, done, "ci", "demo-mini", "demo", "upstream", "org, team, member, key, global")
 		mustNotContain(t, done, "row-stuck", "overrun")
+		mustContain(t, body, "1 stuck on this page")
 		if strings.Count(body, "row-stuck") != 1 {
 			t.Error("want exactly one stuck row")
 		}

@@ -9,6 +9,7 @@ func (s *Server) consolePages(g *echo.Group) {
 	o := g.Group("/orgs/:org")
 	s.overviewRoutes(o)
 	s.budgetRoutes(o)
+	s.teamRoutes(o)
 	s.keyRoutes(o)
 	s.modelRoutes(o)
 	s.reservationRoutes(o)

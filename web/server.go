@@ -42,7 +42,9 @@ type Config struct {
 	Billing *billing.Service
 	// PDFFont is the Japanese TrueType font invoice PDFs are drawn with ("" : no PDFs).
 	PDFFont string
-	Log     *slog.Logger
+	// TrustProxy takes the client address from X-Forwarded-For (a reverse proxy in front).
+	TrustProxy bool
+	Log        *slog.Logger
 }
 
 // Server holds the Echo instance and the services behind it.
@@ -74,6 +76,12 @@ func New(cfg Config) *Server {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	// The client address (sign-in throttling) is the connection's, unless the operator says a
+	// proxy in front sets X-Forwarded-For.
+	e.IPExtractor = echo.ExtractIPDirect()
+	if cfg.TrustProxy {
+		e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	}
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 		s.cfg.Log.Error("panic in handler", "path", c.Path(), "err", err, "stack", string(stack))
 		return err

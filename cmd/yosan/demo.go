@@ -54,6 +54,7 @@ func printBanner(cfg *Config, addr string, seed *demoSeed) {
 	base := "http://" + addr
 	fmt.Printf("\nYosan %s listening on %s\n", version, base)
 	fmt.Printf("  OpenAI base URL: %s/v1\n", base)
+	fmt.Printf("  console:         %s/console (the first visit creates the first account)\n", base)
 	if cfg.AdminToken != "" {
 		fmt.Printf("  admin token:     %s\n", cfg.AdminToken)
 	}

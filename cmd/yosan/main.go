@@ -4,6 +4,7 @@
 //	yosan serve     run the gateway (migrates the database first)
 //	yosan migrate   apply pending migrations and exit
 //	yosan billing   close a month (issue invoices), credit an invoice, sync Stripe
+//	yosan admin     create console users, set passwords
 //	yosan version   print the version
 package main
 
@@ -52,9 +53,9 @@ func main() {
 	case "version", "-v", "--version":
 		fmt.Println("yosan", version)
 	case "help", "-h", "--help":
-		fmt.Println("usage: yosan [serve|migrate|billing|version]\n\nEnvironment: DATABASE_URL, YOSAN_ADDR, YOSAN_ADMIN_TOKEN (or YOSAN_ADMIN_TOKEN_FILE),\nYOSAN_CONFIG, YOSAN_DEMO, YOSAN_DEMO_LATENCY, YOSAN_DEMO_KEY. See README.md.")
+		fmt.Println("usage: yosan [serve|migrate|billing|admin|version]\n\nEnvironment: DATABASE_URL, YOSAN_ADDR, YOSAN_ADMIN_TOKEN (or YOSAN_ADMIN_TOKEN_FILE),\nYOSAN_CONFIG, YOSAN_DEMO, YOSAN_DEMO_LATENCY, YOSAN_DEMO_KEY. See README.md.")
 	default:
-		err = fmt.Errorf("unknown command %q (want serve, migrate, billing or version)", cmd)
+		err = fmt.Errorf("unknown command %q (want serve, migrate, billing, admin or version)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "yosan:", err)
@@ -114,7 +115,8 @@ func serve(log *slog.Logger) error {
 	}
 	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
 		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
-		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, PDFFont: pdfFont, Log: log})
+		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, PDFFont: pdfFont,
+		TrustProxy: os.Getenv("YOSAN_TRUST_PROXY") == "1", Log: log})
 
 	var demoInfo *demoSeed
 	if cfg.Demo && cfg.DemoKey != "" {

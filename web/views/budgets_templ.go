@@ -225,7 +225,7 @@ func BudgetsPage(d BudgetsData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<p class=\"hint\">A past month: its caps are shown as they were, read-only. Caps are edited on the current month.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<p class=\"hint\">Not the current month: its caps are shown as recorded for it, read-only. Caps are edited on the current month.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -167,7 +167,7 @@ func KeysPage(d KeysData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Prefix</th><th scope=\"col\">Team</th><th scope=\"col\">Member</th><th scope=\"col\">Plan</th><th scope=\"col\">Created</th><th scope=\"col\">Expires</th><th scope=\"col\">Last used</th><th scope=\"col\">Status</th><th scope=\"col\"><span class=\"muted\">Actions</span></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<div class=\"scroll\"><table class=\"compact\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Prefix</th><th scope=\"col\">Team</th><th scope=\"col\">Member</th><th scope=\"col\">Plan</th><th scope=\"col\">Created</th><th scope=\"col\">Expires</th><th scope=\"col\">Last used</th><th scope=\"col\">Status</th><th scope=\"col\"><span class=\"muted\">Actions</span></th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -164,7 +164,7 @@ func ModelsPage(d ModelsData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Model</th><th scope=\"col\">Provider</th><th scope=\"col\">Upstream</th><th scope=\"col\">Tier</th><th scope=\"col\">Kind</th><th scope=\"col\" class=\"num\">Max output</th><th scope=\"col\" class=\"num\">Context window</th><th scope=\"col\">Price per 1M tokens: input / cached / output</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"scroll\"><table class=\"compact\"><thead><tr><th scope=\"col\">Model</th><th scope=\"col\">Provider</th><th scope=\"col\">Upstream</th><th scope=\"col\">Tier</th><th scope=\"col\">Kind</th><th scope=\"col\" class=\"num\">Max output</th><th scope=\"col\" class=\"num\">Context window</th><th scope=\"col\">Price per 1M tokens: input / cached / output</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
