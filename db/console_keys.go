@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -155,42 +156,54 @@ type LedgerEntry struct {
 	Nodes string
 }
 
-// far bounds created_at when a filter gives no bound, so the statement has one shape (and one
-// cached plan) whatever the filter.
-var (
-	farPast   = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-)
-
 // LedgerPage returns one page of org f.OrgID's reservations matching f, newest first, in one
 // statement: the key's name comes from a join, the charged nodes' kinds from the budgets rows of
 // budget_ids. EINVALID for a malformed key id.
+//
+// The statement names only the filters that are set (its text is built from fixed fragments,
+// the values are parameters), so under the pool's generic plans each shape keeps its own index
+// path: a key's rows come from reservations (key_id, created_at DESC), stuck rows from the
+// partial index on pending deadlines, the rest from reservations (org_id, created_at DESC).
 func (db *DB) LedgerPage(ctx context.Context, f LedgerFilter) ([]LedgerEntry, error) {
 	if uuid.Validate(f.OrgID) != nil {
 		return nil, app.Errorf(app.ENOTFOUND, "org %q not found", f.OrgID)
 	}
-	var key any
+	args := []any{f.OrgID}
+	where := []string{"r.org_id = $1"}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "$?", fmt.Sprintf("$%d", len(args))))
+	}
 	if f.KeyID != "" {
 		if uuid.Validate(f.KeyID) != nil {
 			return nil, app.Errorf(app.EINVALID, "no such key")
 		}
-		key = f.KeyID
+		add("r.key_id = $?", f.KeyID)
 	}
-	from, to, before := f.From, f.To, f.BeforeAt
-	if from.IsZero() {
-		from = farPast
+	if f.Status != "" {
+		add("r.status = $?", string(f.Status))
 	}
-	if to.IsZero() {
-		to = farFuture
+	if f.Model != "" {
+		add("r.model = $?", f.Model)
 	}
-	if before.IsZero() {
-		before = farFuture
+	if !f.From.IsZero() {
+		add("r.created_at >= $?", f.From)
 	}
-	stuck := !f.StuckAt.IsZero()
+	if !f.To.IsZero() {
+		add("r.created_at < $?", f.To)
+	}
+	if !f.StuckAt.IsZero() {
+		add("r.status = 'pending' AND r.deadline < $?", f.StuckAt)
+	}
+	if !f.BeforeAt.IsZero() {
+		args = append(args, f.BeforeAt, f.BeforeID)
+		where = append(where, fmt.Sprintf("(r.created_at, r.request_id) < ($%d::timestamptz, $%d::text)", len(args)-1, len(args)))
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
 	}
+	args = append(args, limit)
 	rows, _ := db.Pool.Query(ctx, `SELECT r.request_id, r.created_at, r.key_id::text, coalesce(k.name, ''), r.model,
 			r.provider, r.status, r.input_tokens, r.cached_tokens, r.output_tokens, r.currency, r.amount, r.actual,
 			r.overrun, coalesce(r.usage_source, ''), r.deadline,
@@ -200,16 +213,9 @@ func (db *DB) LedgerPage(ctx context.Context, f LedgerFilter) ([]LedgerEntry, er
 				CASE WHEN r.global_budget_id IS NOT NULL THEN 'global' END)
 		FROM reservations r
 		LEFT JOIN api_keys k ON k.id = r.key_id AND k.org_id = r.org_id
-		WHERE r.org_id = $1
-			AND ($2 = '' OR r.status = $2)
-			AND ($3::uuid IS NULL OR r.key_id = $3::uuid)
-			AND ($4 = '' OR r.model = $4)
-			AND r.created_at >= $5 AND r.created_at < $6
-			AND (NOT $7 OR (r.status = 'pending' AND r.deadline < $8))
-			AND (r.created_at, r.request_id) < ($9, $10)
+		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY r.created_at DESC, r.request_id DESC
-		LIMIT $11`,
-		f.OrgID, string(f.Status), key, f.Model, from, to, stuck, f.StuckAt, before, f.BeforeID, limit)
+		LIMIT $`+fmt.Sprint(len(args)), args...)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LedgerEntry, error) {
 		var e LedgerEntry
 		var status string

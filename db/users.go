@@ -191,14 +191,41 @@ func (db *DB) SetMembership(ctx context.Context, m app.Membership) error {
 		team = m.TeamID
 	}
 	// The foreign keys hold if the user, org or team went away since the checks above.
-	_, err := db.Pool.Exec(ctx, `INSERT INTO memberships (user_id, org_id, role, team_id, created_at)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (user_id, org_id) DO UPDATE SET role = excluded.role, team_id = excluded.team_id`,
-		m.UserID, m.OrgID, string(m.Role), team, db.now())
+	err := db.keepOwner(ctx, m.OrgID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, org_id, role, team_id, created_at)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (user_id, org_id) DO UPDATE SET role = excluded.role, team_id = excluded.team_id`,
+			m.UserID, m.OrgID, string(m.Role), team, db.now())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set membership: %w", FormatError(err))
 	}
 	return nil
+}
+
+// keepOwner runs change on org's memberships in a transaction that holds the org's row, and
+// undoes it (ECONFLICT) when it would leave an org that had an owner without one: two owners
+// demoting each other at the same moment cannot orphan the org.
+func (db *DB) keepOwner(ctx context.Context, orgID string, change func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		var before int
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM memberships WHERE org_id = o.id AND role = 'owner')
+			FROM orgs o WHERE o.id = $1 FOR UPDATE`, orgID).Scan(&before); err != nil {
+			return err
+		}
+		if err := change(tx); err != nil {
+			return err
+		}
+		var after int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM memberships WHERE org_id = $1 AND role = 'owner'`, orgID).Scan(&after); err != nil {
+			return err
+		}
+		if before > 0 && after == 0 {
+			return app.Errorf(app.ECONFLICT, "an organization keeps at least one owner: make someone else owner first")
+		}
+		return nil
+	})
 }
 
 // RemoveMembership takes the user's role in org orgID away. ENOTFOUND when it had none.
@@ -206,12 +233,15 @@ func (db *DB) RemoveMembership(ctx context.Context, userID, orgID string) error 
 	if uuid.Validate(userID) != nil || uuid.Validate(orgID) != nil {
 		return app.Errorf(app.ENOTFOUND, "membership not found")
 	}
-	tag, err := db.Pool.Exec(ctx, `DELETE FROM memberships WHERE user_id = $1 AND org_id = $2`, userID, orgID)
+	err := db.keepOwner(ctx, orgID, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM memberships WHERE user_id = $1 AND org_id = $2`, userID, orgID)
+		if err == nil && tag.RowsAffected() == 0 {
+			return app.Errorf(app.ENOTFOUND, "membership not found")
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("remove membership: %w", FormatError(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return app.Errorf(app.ENOTFOUND, "membership not found")
 	}
 	return nil
 }

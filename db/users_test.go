@@ -540,3 +540,57 @@ func TestSigningKey(t *testing.T) {
 		t.Errorf("another database has the same key (%v)", err)
 	}
 }
+
+// TestLastOwnerRace: two owners demote each other at the same moment; the org keeps one.
+func TestLastOwnerRace(t *testing.T) {
+	d := dbtest.New(t)
+	ctx := context.Background()
+	o, err := d.CreateOrg(ctx, app.Org{Name: "acme", Currency: app.JPY, TimeZone: "Asia/Tokyo", USDJPY: 150 * app.Micro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range []string{"a@acme.example", "b@acme.example"} {
+		u, err := d.CreateUser(ctx, e, e, "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetMembership(ctx, app.Membership{UserID: u.ID, OrgID: o.ID, Role: app.RoleOwner}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, u.ID)
+	}
+	for round := 0; round < 20; round++ {
+		errs := make(chan error, 2)
+		for i := range ids {
+			go func(i int) {
+				errs <- d.SetMembership(ctx, app.Membership{UserID: ids[i], OrgID: o.ID, Role: app.RoleViewer})
+			}(i)
+		}
+		e1, e2 := <-errs, <-errs
+		if (e1 == nil) == (e2 == nil) {
+			t.Fatalf("round %d: errors %v and %v, want exactly one refusal", round, e1, e2)
+		}
+		if e := errors.Join(e1, e2); app.ErrorCode(e) != app.ECONFLICT {
+			t.Fatalf("round %d: %v, want ECONFLICT", round, e)
+		}
+		var owners int
+		if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM memberships WHERE org_id = $1 AND role = 'owner'`, o.ID).Scan(&owners); err != nil {
+			t.Fatal(err)
+		}
+		if owners != 1 {
+			t.Fatalf("round %d: %d owners", round, owners)
+		}
+		for _, id := range ids {
+			if err := d.SetMembership(ctx, app.Membership{UserID: id, OrgID: o.ID, Role: app.RoleOwner}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := d.RemoveMembership(ctx, ids[0], o.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveMembership(ctx, ids[1], o.ID); app.ErrorCode(err) != app.ECONFLICT {
+		t.Errorf("removing the last owner: %v, want ECONFLICT", err)
+	}
+}

@@ -22,7 +22,8 @@ const auditPageSize = 50
 // auditPrefixes are the action families the filter offers.
 var auditPrefixes = []views.Choice{{Value: "", Label: "All actions"}, {Value: "budget.", Label: "budget. (caps)"},
 	{Value: "key.", Label: "key. (API keys)"}, {Value: "user.", Label: "user. (console users)"},
-	{Value: "alert.", Label: "alert. (alerts)"}, {Value: "invoice.", Label: "invoice. (billing)"}}
+	{Value: "alert.", Label: "alert. (alerts)"}, {Value: "invoice.", Label: "invoice. (billing)"},
+	{Value: "team.", Label: "team. (teams)"}, {Value: "member.", Label: "member. (members)"}, {Value: "org.", Label: "org. (organization)"}}
 
 func (s *Server) auditRoutes(o *echo.Group) {
 	o.GET("/audit", s.auditPage)

@@ -88,6 +88,8 @@ func (s *Server) keysData(c echo.Context, org app.Org, f *views.KeyForm) (views.
 		d.Keys = append(d.Keys, keyRow(k, loc, now, allowed[k.TeamID]))
 	}
 	if len(allowed) == 0 {
+		// Every key belongs to a team: one who may issue keys is told to create a team first.
+		d.NeedTeam = len(choices.Teams) == 0 && cc(c).p.Can(app.ActManageKeys, app.Target{OrgID: org.ID})
 		return d, nil
 	}
 	if f == nil {

@@ -123,10 +123,19 @@ func TestConsoleKeysCreate(t *testing.T) {
 		b.mustPage(path, 200)
 		v := valid()
 		v.Set("name", "ta key")
-		v.Del("expires")
+		v.Set("expires", tokyoDay(0)) // today: the key works until midnight in Tokyo
 		body, _ := b.mustForm(path, v, http.StatusCreated)
 		if n := len(secretRE.FindAllString(body, -1)); n != 1 {
 			t.Errorf("secret shown %d times", n)
+		}
+		var exp time.Time
+		if err := s.db.Pool.QueryRow(context.Background(), `SELECT expires_at FROM api_keys WHERE name = 'ta key'`).Scan(&exp); err != nil {
+			t.Fatal(err)
+		}
+		tokyo := mustTokyo(t)
+		day, _ := time.ParseInLocation("2006-01-02", tokyoDay(1), tokyo)
+		if want := day.Add(-time.Microsecond); !exp.Equal(want) {
+			t.Errorf("expires_at = %v, want %v (the end of the day in Tokyo)", exp.In(tokyo), want)
 		}
 	})
 
@@ -286,4 +295,14 @@ func rowOf(t *testing.T, body, marker string) string {
 	}
 	t.Fatalf("no row contains %q", marker)
 	return ""
+}
+
+func TestConsoleKeysNoTeam(t *testing.T) {
+	s := mustServer(t)
+	org := s.admin(t, "POST", "/admin/v1/orgs", `{"name":"Empty"}`, 201)["id"].(string)
+	body := s.mustUser(t, "first@example.com", "owner", org, "").mustPage(keysPath(org), 200)
+	mustContain(t, body, "has no API key yet", "Create a team", `href="/console/orgs/`+org+`/teams"`)
+	mustNotContain(t, body, `action="`+keysPath(org)+`"`)
+	body = s.mustUser(t, "look@example.com", "viewer", org, "").mustPage(keysPath(org), 200)
+	mustNotContain(t, body, "Create a team")
 }
