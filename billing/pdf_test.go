@@ -11,100 +11,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"yosan/app"
 	"yosan/billing"
+	"yosan/billing/billingtest"
 )
-
-// pdfTokyo is the org time zone of the example invoices.
-var pdfTokyo = time.FixedZone("JST", 9*60*60)
-
-// pdfInvoice is a November 2026 invoice of an org billed in USD: three usage lines (the second
-// model changed price mid-month, so it has a second line with PriceFrom), a 5 % discount, 10 %
-// tax rounded down.
-func pdfInvoice() app.Invoice {
-	return app.Invoice{
-		ID:          "inv_01",
-		Number:      "YSN-2026-11-0042",
-		Kind:        app.KindInvoice,
-		OrgID:       "org_42",
-		Recipient:   "株式会社サンプル商事",
-		Period:      "2026-11",
-		PeriodStart: time.Date(2026, 11, 1, 0, 0, 0, 0, pdfTokyo),
-		PeriodEnd:   time.Date(2026, 12, 1, 0, 0, 0, 0, pdfTokyo),
-		IssuedAt:    time.Date(2026, 12, 1, 9, 0, 0, 0, pdfTokyo),
-		DueAt:       time.Date(2026, 12, 31, 0, 0, 0, 0, pdfTokyo),
-		Issuer: app.Issuer{
-			Name:               "Yosan株式会社",
-			RegistrationNumber: "T7010705000725",
-			Address:            "〒100-0005\n東京都千代田区丸の内1-1-1 丸の内ビル12階",
-			Phone:              "03-1234-5678",
-			Email:              "billing@yosan.example",
-			PaymentTerms:       "請求書発行日から30日以内に銀行振込 / Bank transfer within 30 days",
-			BankAccount:        "みずほ銀行 丸の内支店 普通 1234567\nヨサン（カ",
-		},
-		Currency: app.USD,
-		USDJPY:   150_000_000,
-		FXSource: "MUFG TTM 2026-11-02",
-		Lines: []app.InvoiceLine{
-			{
-				N: 1, Kind: app.LineUsage, Provider: "openai", Model: "gpt-4.1",
-				InputPerM: 2_000_000, CachedPerM: 500_000, OutputPerM: 8_000_000,
-				Description: "LLM API 利用料 gpt-4.1 / LLM API usage",
-				Requests:    18_204, InputTokens: 41_250_000, CachedTokens: 12_000_000, OutputTokens: 6_830_113,
-				Quantity: 48_080_113, LedgerMicro: 16_017_635_560_000, Amount: 16_017_635, TaxRate: 10,
-			},
-			{
-				N: 2, Kind: app.LineUsage, Provider: "anthropic", Model: "claude-sonnet-4",
-				InputPerM: 3_000_000, OutputPerM: 15_000_000,
-				Description: "LLM API 利用料 claude-sonnet-4 / LLM API usage",
-				Requests:    920, InputTokens: 3_100_000, OutputTokens: 402_000,
-				Quantity: 3_502_000, LedgerMicro: 2_299_500_400_000, Amount: 2_299_500, TaxRate: 10,
-			},
-			{
-				N: 3, Kind: app.LineUsage, Provider: "anthropic", Model: "claude-sonnet-4",
-				PriceFrom: time.Date(2026, 11, 15, 0, 0, 0, 0, pdfTokyo),
-				InputPerM: 2_500_000, OutputPerM: 12_500_000,
-				Description: "LLM API 利用料 claude-sonnet-4 / LLM API usage",
-				Requests:    2_004, InputTokens: 7_000_000, OutputTokens: 1_000_001,
-				Quantity: 8_000_001, LedgerMicro: 4_500_001_875_000, Amount: 4_500_002, TaxRate: 10,
-			},
-			{
-				N: 4, Kind: app.LineAdjustment,
-				Description: "値引き 5% / Discount 5%",
-				Amount:      -1_140_857, TaxRate: 10,
-			},
-		},
-		Subtotal: 21_676_280,
-		TaxRate:  10,
-		Tax:      2_167_628,
-		Total:    23_843_908,
-		Rounding: app.RoundFloor,
-		MarkupBP: -500,
-		Status:   app.InvoiceOpen,
-	}
-}
-
-// pdfCreditNote negates pdfInvoice.
-func pdfCreditNote() app.Invoice {
-	inv := pdfInvoice()
-	cn := inv
-	cn.ID, cn.Number, cn.Kind, cn.Corrects = "inv_02", "YSN-2026-11-0042-C1", app.KindCreditNote, inv.Number
-	cn.IssuedAt = time.Date(2026, 12, 10, 14, 0, 0, 0, pdfTokyo)
-	cn.DueAt = time.Time{}
-	cn.Lines = make([]app.InvoiceLine, len(inv.Lines))
-	for i, l := range inv.Lines {
-		l.Amount, l.LedgerMicro = -l.Amount, -l.LedgerMicro
-		cn.Lines[i] = l
-	}
-	cn.Subtotal, cn.Tax, cn.Total = -inv.Subtotal, -inv.Tax, -inv.Total
-	return cn
-}
 
 // pdfLongInvoice is an invoice of n usage lines of 1,000 yen each, billed in yen.
 func pdfLongInvoice(n int) app.Invoice {
-	inv := pdfInvoice()
+	inv := billingtest.Invoice()
 	inv.Currency, inv.USDJPY, inv.FXSource = app.JPY, 0, ""
 	inv.Lines = nil
 	for i := range n {
@@ -221,7 +136,7 @@ func pageNumber(page, pages int) *regexp.Regexp {
 func TestInvoicePDF(t *testing.T) {
 	t.Run("Invoice", func(t *testing.T) {
 		t.Parallel()
-		b := mustPDF(t, pdfInvoice())
+		b := mustPDF(t, billingtest.Invoice())
 		text := pdfText(t, b)
 		assertContains(t, text,
 			"適格請求書", "INVOICE",
@@ -268,7 +183,7 @@ func TestInvoicePDF(t *testing.T) {
 
 	t.Run("CreditNote", func(t *testing.T) {
 		t.Parallel()
-		text := pdfText(t, mustPDF(t, pdfCreditNote()))
+		text := pdfText(t, mustPDF(t, billingtest.CreditNote()))
 		assertContains(t, text,
 			"適格返還請求書", "CREDIT NOTE",
 			"訂正対象 / Corrects: YSN-2026-11-0042",
@@ -329,7 +244,7 @@ func TestInvoicePDF(t *testing.T) {
 		t.Parallel()
 		// Text the font has no glyphs for, words wider than their column, a description longer
 		// than a page, empty fields: the document still renders, on as many pages as it takes.
-		inv := pdfInvoice()
+		inv := billingtest.Invoice()
 		inv.Recipient = "株式会社😀" + strings.Repeat("ＡＢＣ", 30)
 		inv.Issuer.Email = strings.Repeat("x", 120) + "@example.com"
 		inv.Issuer.Address = ""
@@ -347,7 +262,7 @@ func TestInvoicePDF(t *testing.T) {
 
 	t.Run("Deterministic", func(t *testing.T) {
 		t.Parallel()
-		a, b := mustPDF(t, pdfInvoice()), mustPDF(t, pdfInvoice())
+		a, b := mustPDF(t, billingtest.Invoice()), mustPDF(t, billingtest.Invoice())
 		if !bytes.Equal(a, b) {
 			t.Error("the same invoice renders to different bytes")
 		}
@@ -355,7 +270,7 @@ func TestInvoicePDF(t *testing.T) {
 
 	t.Run("ErrFontMissing", func(t *testing.T) {
 		t.Parallel()
-		_, err := billing.InvoicePDF(pdfInvoice(), filepath.Join(t.TempDir(), "nope.ttf"))
+		_, err := billing.InvoicePDF(billingtest.Invoice(), filepath.Join(t.TempDir(), "nope.ttf"))
 		if err == nil || !strings.HasPrefix(err.Error(), "render invoice pdf: ") || !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("err = %v, want a wrapped fs.ErrNotExist", err)
 		}
@@ -367,7 +282,7 @@ func TestInvoicePDF(t *testing.T) {
 		if err := os.WriteFile(f, []byte("not a font at all, just some text padding it out"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := billing.InvoicePDF(pdfInvoice(), f)
+		_, err := billing.InvoicePDF(billingtest.Invoice(), f)
 		if err == nil || !strings.HasPrefix(err.Error(), "render invoice pdf: ") {
 			t.Errorf("err = %v, want a render invoice pdf error", err)
 		}

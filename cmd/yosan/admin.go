@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"yosan/app"
 	"yosan/db"
@@ -82,20 +79,12 @@ func adminCmd(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	}
 
-	cfg, err := loadConfig(os.Getenv)
+	env, err := openCommand()
 	if err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
-		return errors.New("DATABASE_URL is not set")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	d, err := migrateAndOpen(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
+	defer env.close()
+	ctx, d := env.ctx, env.db
 	if args[0] == "set-password" {
 		return setPassword(ctx, d, *email, hash, out)
 	}

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"yosan/app"
@@ -44,20 +40,12 @@ func billingCmd(args []string, out io.Writer, log *slog.Logger) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w\n%s", err, usage)
 	}
-	cfg, err := loadConfig(os.Getenv)
+	env, err := openCommand()
 	if err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
-		return errors.New("DATABASE_URL is not set")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	d, err := migrateAndOpen(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
+	defer env.close()
+	ctx, cfg, d := env.ctx, env.cfg, env.db
 	svc := newBilling(cfg, d, log)
 	switch args[0] {
 	case "close":

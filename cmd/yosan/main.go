@@ -181,6 +181,38 @@ func serve(log *slog.Logger) error {
 	return nil
 }
 
+// commandEnv is what a one-shot command (billing, admin) works with: the config, the database
+// and a context that ends on SIGINT or SIGTERM.
+type commandEnv struct {
+	ctx  context.Context
+	cfg  *Config
+	db   *db.DB
+	stop context.CancelFunc
+}
+
+// openCommand loads the config and opens the database of DATABASE_URL (migrating it first).
+func openCommand() (*commandEnv, error) {
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("DATABASE_URL is not set")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	d, err := migrateAndOpen(ctx, cfg)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &commandEnv{ctx: ctx, cfg: cfg, db: d, stop: stop}, nil
+}
+
+func (e *commandEnv) close() {
+	e.db.Close()
+	e.stop()
+}
+
 // migrateAndOpen applies pending migrations, opens the pool and records the config file's
 // FX rates (every gateway process and command does, so the rates apply whoever opens a period).
 func migrateAndOpen(ctx context.Context, cfg *Config) (*db.DB, error) {
