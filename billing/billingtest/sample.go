@@ -89,4 +89,3 @@ func CreditNote() app.Invoice {
 	cn.Subtotal, cn.Tax, cn.Total = -inv.Subtotal, -inv.Tax, -inv.Total
 	return cn
 }
-
