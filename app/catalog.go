@@ -35,6 +35,7 @@ func (m *CatalogModel) PriceAt(t time.Time) Price {
 type Catalog struct {
 	models map[string]*CatalogModel
 	names  []string
+	routes map[string]Route
 }
 
 // NewCatalog builds a catalog. Every model needs at least one price and an upstream.

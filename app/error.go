@@ -6,6 +6,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes. Each maps to one HTTP status in web's error handler.
@@ -22,6 +23,7 @@ const (
 	EUNAVAILABLE    = "unavailable"      // 503: the ledger (PostgreSQL) is unreachable: fail closed
 	EINTERNAL       = "internal"         // 500
 	EUPSTREAMCLIENT = "upstream_client"  // the provider rejected the caller's request: passed back as is
+	ERATELIMIT      = "rate_limited"     // 429: every candidate is rate limited or out of quota
 )
 
 // Error is the domain error: a code, a message safe to show a client, and the wrapped cause that
@@ -36,7 +38,9 @@ type Error struct {
 	// Status and Body carry an upstream's own client error (EUPSTREAMCLIENT) to pass back.
 	Status int
 	Body   []byte
-	Err    error
+	// RetryAfter, when set, is sent as the Retry-After header (ERATELIMIT).
+	RetryAfter time.Duration
+	Err        error
 }
 
 // Error implements error. It includes the cause, so it is for logs, not clients.

@@ -52,6 +52,13 @@ type Gateway struct {
 	// client saves one ledger transaction of latency, but may read its budget a moment before
 	// the settlement lands. Off by default: a finished answer is a settled answer.
 	AsyncSettle bool
+	// Cooldowns remembers providers and models that must not be called for a while; Classify
+	// reads a failed upstream call of a provider (both nil: route aliases still fall back, but
+	// every failure counts as a backend error and nothing cools down).
+	Cooldowns CooldownStore
+	Classify  func(provider string, e *UpstreamError, now time.Time) Classification
+	// QuotaCooldown is how long an exhausted quota without a reset time cools down.
+	QuotaCooldown time.Duration
 	// KeyCacheTTL is how long an authenticated key is trusted without a database look-up.
 	// Revocation through this process takes effect at once (ForgetKey); through another
 	// process within the TTL.
@@ -178,13 +185,28 @@ func (g *Gateway) Prepare(ctx context.Context, requestID string, p *Principal, r
 	if !ok {
 		return nil, &Error{Code: ENOTFOUND, Param: "model", Message: "the model '" + req.Model + "' does not exist; GET /v1/models lists the models your key may use"}
 	}
-	if m.Kind != req.Kind {
-		return nil, &Error{Code: EINVALID, Param: "model", Message: "the model '" + req.Model + "' is a " + m.Kind + " model and cannot serve this endpoint"}
+	if err := Usable(m, p, req.Kind); err != nil {
+		return nil, err
+	}
+	return g.PrepareModel(ctx, requestID, p, req, m)
+}
+
+// Usable says why model m cannot serve a request of kind for principal p (EINVALID for the
+// wrong endpoint, EFORBIDDEN for a tier the key's plan lacks), or nil.
+func Usable(m *CatalogModel, p *Principal, kind string) error {
+	if m.Kind != kind {
+		return &Error{Code: EINVALID, Param: "model", Message: "the model '" + m.Name + "' is a " + m.Kind + " model and cannot serve this endpoint"}
 	}
 	if !p.Allows(m.Tier) {
-		return nil, &Error{Code: EFORBIDDEN, Param: "model", Message: "the model '" + req.Model + "' is in tier '" + m.Tier +
+		return &Error{Code: EFORBIDDEN, Param: "model", Message: "the model '" + m.Name + "' is in tier '" + m.Tier +
 			"', which your key's plan '" + p.Key.Plan + "' does not include (allowed tiers: " + strings.Join(p.Tiers, ", ") + ")"}
 	}
+	return nil
+}
+
+// PrepareModel is Prepare for a model already chosen (a route's candidate) and checked with
+// Usable.
+func (g *Gateway) PrepareModel(ctx context.Context, requestID string, p *Principal, req *ProxyRequest, m *CatalogModel) (*Call, error) {
 	now := g.Now()
 	loc, err := g.location(p.Org.TimeZone)
 	if err != nil {

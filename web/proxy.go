@@ -35,24 +35,36 @@ func (s *Server) authenticate(c echo.Context) (*app.Principal, error) {
 // admit authenticates, reads and parses the body, and reserves the request's worst case,
 // answering every early failure before any money is reserved. On success the caller must
 // settle the call (defer Close) and set the headers every admitted answer carries.
-func (s *Server) admit(c echo.Context, parse func([]byte) (*app.ProxyRequest, error)) (*app.Call, error) {
-	p, err := s.authenticate(c)
-	if err != nil {
-		return nil, err
-	}
-	body, err := s.readBody(c.Request())
-	if err != nil {
-		return nil, err
-	}
-	req, err := parse(body)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) admit(c echo.Context, p *app.Principal, req *app.ProxyRequest) (*app.Call, error) {
 	id := c.Response().Header().Get(headerRequestID)
 	call, err := s.cfg.Gateway.Prepare(c.Request().Context(), id, p, req)
 	if err != nil {
 		return nil, err
 	}
+	setCallHeaders(c, p, call)
+	return call, nil
+}
+
+// parseRequest authenticates the key and reads and parses the body.
+func (s *Server) parseRequest(c echo.Context, parse func([]byte) (*app.ProxyRequest, error)) (*app.Principal, *app.ProxyRequest, error) {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := s.readBody(c.Request())
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := parse(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, req, nil
+}
+
+// setCallHeaders sets the headers every admitted answer carries: the model that answers and
+// the budget left.
+func setCallHeaders(c echo.Context, p *app.Principal, call *app.Call) {
 	h := c.Response().Header()
 	h.Set(headerModel, call.Model.Name)
 	h.Set(headerProvider, call.Model.Provider)
@@ -63,7 +75,6 @@ func (s *Server) admit(c echo.Context, parse func([]byte) (*app.ProxyRequest, er
 	} else {
 		h.Set(headerBudgetRemaining, "unlimited")
 	}
-	return call, nil
 }
 
 func (s *Server) readBody(r *http.Request) ([]byte, error) {
@@ -83,7 +94,14 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 }
 
 func (s *Server) chatCompletions(c echo.Context) error {
-	call, err := s.admit(c, app.ParseChatRequest)
+	p, req, err := s.parseRequest(c, app.ParseChatRequest)
+	if err != nil {
+		return err
+	}
+	if route, ok := s.routeFor(req.Model); ok {
+		return s.serveRoute(c, p, req, route)
+	}
+	call, err := s.admit(c, p, req)
 	if err != nil {
 		return err
 	}
@@ -98,7 +116,14 @@ func (s *Server) chatCompletions(c echo.Context) error {
 }
 
 func (s *Server) embeddings(c echo.Context) error {
-	call, err := s.admit(c, app.ParseEmbeddingRequest)
+	p, req, err := s.parseRequest(c, app.ParseEmbeddingRequest)
+	if err != nil {
+		return err
+	}
+	if route, ok := s.routeFor(req.Model); ok {
+		return s.serveRoute(c, p, req, route)
+	}
+	call, err := s.admit(c, p, req)
 	if err != nil {
 		return err
 	}
@@ -165,11 +190,35 @@ var (
 // call is settled: on the upstream's usage when it came, else on the input estimate plus the
 // tokens actually relayed (never zero).
 func (s *Server) stream(ctx context.Context, c echo.Context, call *app.Call) error {
-	st, err := call.Upstream().ChatCompletionStream(ctx, call.UpstreamRequest())
+	st, first, err := openStream(ctx, call)
 	if err != nil {
 		return s.upstreamFailed(call, err)
 	}
 	defer st.Close()
+	return s.relay(ctx, c, call, st, first)
+}
+
+// openStream opens the upstream stream and reads its first event, so that a stream failing
+// before its first byte is an ordinary failure (which a route may fall back from). first is
+// nil when the stream ended at once.
+func openStream(ctx context.Context, call *app.Call) (app.Stream, *app.StreamChunk, error) {
+	st, err := call.Upstream().ChatCompletionStream(ctx, call.UpstreamRequest())
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := st.Next()
+	if err == io.EOF {
+		return st, nil, nil
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, &ch, nil
+}
+
+// relay sends the stream to the client, first event first.
+func (s *Server) relay(ctx context.Context, c echo.Context, call *app.Call, st app.Stream, first *app.StreamChunk) error {
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
@@ -184,8 +233,15 @@ func (s *Server) stream(ctx context.Context, c echo.Context, call *app.Call) err
 	var usage *app.Usage
 	clientGone := false
 	var streamErr error
-	for {
-		ch, err := st.Next()
+	done := first == nil
+	for !done {
+		var ch app.StreamChunk
+		var err error
+		if first != nil {
+			ch, first = *first, nil
+		} else {
+			ch, err = st.Next()
+		}
 		if err == io.EOF {
 			break
 		}
@@ -262,8 +318,19 @@ func (s *Server) listModels(c echo.Context) error {
 		return err
 	}
 	data := []modelObject{}
+	allowed := map[string]bool{}
 	for _, m := range s.cfg.Gateway.AllowedModels(p) {
 		data = append(data, modelObject{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+		allowed[m.Name] = true
+	}
+	// A route alias is listed when the key may use at least one of its candidates.
+	for _, r := range s.cfg.Gateway.Catalog.Routes() {
+		for _, cand := range r.Candidates {
+			if allowed[cand.Model] {
+				data = append(data, modelObject{ID: r.Name, Object: "model", OwnedBy: "yosan-route"})
+				break
+			}
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
 }

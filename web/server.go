@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -44,7 +45,9 @@ type Config struct {
 	PDFFont string
 	// TrustProxy takes the client address from X-Forwarded-For (a reverse proxy in front).
 	TrustProxy bool
-	Log        *slog.Logger
+	// Cooldowns lists and clears provider cooldowns (GET /status, the admin API).
+	Cooldowns *db.Cooldowns
+	Log       *slog.Logger
 }
 
 // Server holds the Echo instance and the services behind it.
@@ -93,6 +96,7 @@ func New(cfg Config) *Server {
 	v1.GET("/models", s.listModels)
 	v1.GET("/models/:model", s.getModel)
 
+	e.GET("/status", s.status)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 
 	adm := e.Group("/admin/v1", s.requireAdmin)
@@ -110,6 +114,9 @@ func New(cfg Config) *Server {
 	s.alertRoutes(adm.Group("/orgs/:org"))
 	s.alertRoutes(adm.Group("/global"))
 	s.billingRoutes(adm)
+	adm.GET("/cooldowns", s.listCooldowns)
+	adm.DELETE("/cooldowns/:provider", s.clearCooldown)
+	adm.DELETE("/cooldowns/:provider/:model", s.clearCooldown)
 	e.POST("/webhooks/stripe", s.stripeWebhook)
 	s.consoleRoutes(e)
 	return s
@@ -160,6 +167,8 @@ func statusOf(code string) (int, string, string) {
 		return http.StatusGatewayTimeout, "upstream_error", "upstream_timeout"
 	case app.EUNAVAILABLE:
 		return http.StatusServiceUnavailable, "service_unavailable", "ledger_unavailable"
+	case app.ERATELIMIT:
+		return http.StatusTooManyRequests, "rate_limit_error", "rate_limited"
 	}
 	return http.StatusInternalServerError, "server_error", "internal_error"
 }
@@ -217,6 +226,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 			"request_id", c.Response().Header().Get(headerRequestID), "err", err)
 	}
 	body := errorBody{Error: errorObject{Message: app.ErrorMessage(err), Type: typ, Code: ocode}}
+	if e != nil && e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Seconds()+0.999)))
+	}
+	if e != nil && e.Code == app.EINVALID && strings.HasPrefix(e.Message, "request_too_large:") {
+		body.Error.Code = "request_too_large"
+	}
 	if e != nil {
 		if e.Param != "" {
 			body.Error.Param = &e.Param

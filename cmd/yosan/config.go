@@ -38,6 +38,18 @@ type fileConfig struct {
 	Providers       []providerConf `yaml:"providers"`
 	Models          []modelConf    `yaml:"models"`
 	Plans           []planConf     `yaml:"plans"`
+	Routes          []routeConf    `yaml:"routes"`
+	QuotaCooldown   string         `yaml:"quota_cooldown"`
+}
+
+type routeConf struct {
+	Name       string          `yaml:"name"`
+	Candidates []candidateConf `yaml:"candidates"`
+}
+
+type candidateConf struct {
+	Model string   `yaml:"model"`
+	When  []string `yaml:"when"`
 }
 
 type globalConfig struct {
@@ -167,6 +179,10 @@ type Config struct {
 	ProviderKeys map[string]string
 	Models       []modelConf
 	Plans        []app.Plan
+	// Routes are the model aliases with their candidate chains.
+	Routes []app.Route
+	// QuotaCooldown is how long an exhausted quota without a reset time cools down.
+	QuotaCooldown time.Duration
 }
 
 // AlertsConfig is the validated alerts section.
@@ -309,11 +325,13 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		}
 		provs[p.Name] = true
 		switch p.Type {
-		case "openai", "openai-compatible", "ollama":
+		case "openai", "openai-compatible", "ollama", "anthropic", "gemini", "zhipu":
 		default:
-			bad("%s: type must be openai, openai-compatible or ollama, got %q", where, p.Type)
+			bad("%s: type must be openai, openai-compatible, ollama, anthropic, gemini or zhipu, got %q", where, p.Type)
 		}
-		if !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
+		// The native APIs have a well-known default base URL; the OpenAI-style ones need one.
+		defaultURL := p.Type == "anthropic" || p.Type == "gemini" || p.Type == "zhipu"
+		if (p.BaseURL != "" || !defaultURL) && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
 			bad("%s: base_url must be an http(s) URL such as https://api.openai.com/v1, got %q", where, p.BaseURL)
 		}
 		if p.APIKeyEnv != "" {
@@ -322,8 +340,8 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 				bad("%s: api_key_env names %s, which is not set", where, p.APIKeyEnv)
 			}
 			cfg.ProviderKeys[p.Name] = key
-		} else if p.Type == "openai" {
-			bad("%s: type openai needs api_key_env (the environment variable holding the key)", where)
+		} else if p.Type == "openai" || defaultURL {
+			bad("%s: type %s needs api_key_env (the environment variable holding the key)", where, p.Type)
 		}
 	}
 
@@ -407,10 +425,55 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			m.Prices = append([]priceConf{*m.Price}, m.Prices...)
 		}
 	}
+	cfg.QuotaCooldown = duration(bad, "quota_cooldown", fc.QuotaCooldown, time.Hour, time.Second)
+	cfg.Routes = loadRoutes(bad, fc.Routes, names)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  - %s", strings.Join(errs, "\n  - "))
 	}
 	return cfg, nil
+}
+
+// loadRoutes validates the routes against the configured model names (demo models are
+// checked when the catalog is built).
+func loadRoutes(bad func(string, ...any), rs []routeConf, models map[string]bool) []app.Route {
+	classes := map[string]bool{}
+	for _, c := range []app.ErrorClass{app.ClassRateLimited, app.ClassQuotaExhausted, app.ClassManualAction,
+		app.ClassBackendError, app.ClassSchemaInvalid, app.ClassRequestTooLarge} {
+		classes[string(c)] = true
+	}
+	seen := map[string]bool{}
+	var out []app.Route
+	for i, r := range rs {
+		where := fmt.Sprintf("routes[%d] (%s)", i, r.Name)
+		switch {
+		case !nameRE.MatchString(r.Name):
+			bad("routes[%d]: name %q must be letters, digits and ._:/-", i, r.Name)
+			continue
+		case seen[r.Name]:
+			bad("%s: route name is used twice", where)
+		case models[r.Name]:
+			bad("%s: a model has this name already", where)
+		case len(r.Candidates) == 0:
+			bad("%s: candidates must list at least one model", where)
+		}
+		seen[r.Name] = true
+		route := app.Route{Name: r.Name}
+		for j, c := range r.Candidates {
+			cand := app.Candidate{Model: c.Model}
+			if c.Model == "" {
+				bad("%s: candidates[%d]: model is required", where, j)
+			}
+			for _, w := range c.When {
+				if !classes[w] {
+					bad("%s: candidates[%d]: when %q is not an error class (rate_limited, quota_exhausted, manual_action, backend_error, schema_invalid, request_too_large)", where, j, w)
+				}
+				cand.When = append(cand.When, app.ErrorClass(w))
+			}
+			route.Candidates = append(route.Candidates, cand)
+		}
+		out = append(out, route)
+	}
+	return out
 }
 
 // loadAlerts validates the alerts section, reporting problems through bad.

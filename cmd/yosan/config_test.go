@@ -270,7 +270,8 @@ func TestLoadConfigErrors(t *testing.T) {
 			`providers[1] (p): provider name is used twice`},
 		{"ErrProviderDemoTaken", "providers:\n  - {name: demo, type: ollama, base_url: 'http://x'}\n", env{"YOSAN_DEMO": "1"},
 			`providers[0] (demo): provider name is used twice ("demo" is taken by YOSAN_DEMO=1)`},
-		{"ErrProviderType", "providers:\n  - {name: p, type: anthropic, base_url: 'https://x'}\n", nil, `providers[0] (p): type must be openai, openai-compatible or ollama, got "anthropic"`},
+		{"ErrProviderType", "providers:\n  - {name: p, type: bedrock, base_url: 'https://x'}\n", nil, `providers[0] (p): type must be openai, openai-compatible, ollama, anthropic, gemini or zhipu, got "bedrock"`},
+		{"ErrNativeNeedsKey", "providers:\n  - {name: p, type: anthropic}\n", nil, `providers[0] (p): type anthropic needs api_key_env`},
 		{"ErrProviderBaseURL", "providers:\n  - {name: p, type: ollama, base_url: api.openai.com}\n", nil,
 			`providers[0] (p): base_url must be an http(s) URL such as https://api.openai.com/v1, got "api.openai.com"`},
 		{"ErrAPIKeyEnvUnset", "providers:\n  - {name: openai, type: openai, base_url: 'https://api.openai.com/v1', api_key_env: OPENAI_API_KEY}\n", nil,
@@ -470,6 +471,33 @@ func TestLoadConfigBilling(t *testing.T) {
 			_, err := load(t, tt.yaml, tt.env)
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestLoadConfigRoutes(t *testing.T) {
+	base := "providers:\n  - {name: p, type: openai-compatible, base_url: 'http://127.0.0.1:1/v1'}\nmodels:\n" +
+		"  - {name: a, provider: p, tier: free, max_output_tokens: 100, price: {input: '1', output: '2'}}\n" +
+		"  - {name: b, provider: p, tier: free, max_output_tokens: 100, price: {input: '1', output: '2'}}\n"
+	t.Run("OK", func(t *testing.T) {
+		cfg := mustLoad(t, base+"quota_cooldown: 2h\nroutes:\n  - name: auto\n    candidates:\n      - model: a\n      - {model: b, when: [rate_limited, quota_exhausted]}\n", nil)
+		if len(cfg.Routes) != 1 || cfg.Routes[0].Name != "auto" || len(cfg.Routes[0].Candidates) != 2 ||
+			len(cfg.Routes[0].Candidates[1].When) != 2 || cfg.QuotaCooldown != 2*time.Hour {
+			t.Errorf("routes %+v cooldown %s", cfg.Routes, cfg.QuotaCooldown)
+		}
+	})
+	for _, tt := range []struct{ name, yaml, msg string }{
+		{"ErrClass", "routes:\n  - {name: auto, candidates: [{model: a, when: [sometimes]}]}\n", `when "sometimes" is not an error class`},
+		{"ErrNoCandidates", "routes:\n  - {name: auto, candidates: []}\n", "candidates must list at least one model"},
+		{"ErrModelName", "routes:\n  - {name: a, candidates: [{model: b}]}\n", "a model has this name already"},
+		{"ErrTwice", "routes:\n  - {name: x, candidates: [{model: a}]}\n  - {name: x, candidates: [{model: b}]}\n", "route name is used twice"},
+		{"ErrClientErrorNotAWhen", "routes:\n  - {name: auto, candidates: [{model: a, when: [client_error]}]}\n", "is not an error class"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, base+tt.yaml, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("err = %v, want %q", err, tt.msg)
 			}
 		})
 	}

@@ -20,13 +20,13 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	_ "time/tzdata" // org periods and provider quota days need the zone database, on any image
 
 	"yosan/app"
 	"yosan/billing"
 	"yosan/db"
 	"yosan/notify"
 	"yosan/providers/demo"
-	"yosan/providers/openai"
 	"yosan/providers/tokens"
 	"yosan/web"
 )
@@ -102,8 +102,11 @@ func serve(log *slog.Logger) error {
 		Keys: d, Ledger: ledger, Catalog: catalog, Counter: counter, Log: log, Now: time.Now,
 		RequestTimeout: cfg.RequestTimeout, SettleMargin: cfg.SettleMargin,
 		GlobalCurrency: cfg.GlobalCurrency, GlobalLocation: cfg.GlobalLocation, KeyCacheTTL: cfg.KeyCacheTTL,
-		AsyncSettle: cfg.SettleAsync,
+		AsyncSettle: cfg.SettleAsync, QuotaCooldown: cfg.QuotaCooldown,
 	}
+	cooldowns := &db.Cooldowns{DB: d}
+	gw.Cooldowns = cooldowns
+	gw.Classify = classifier(cfg)
 	alerts := newAlertWorker(cfg, d, log)
 	bill := newBilling(cfg, d, log)
 	pdfFont, ferr := billing.FindJapaneseFont()
@@ -115,7 +118,7 @@ func serve(log *slog.Logger) error {
 	}
 	srv := web.New(web.Config{Gateway: gw, DB: d, Ledger: ledger, AdminToken: cfg.AdminToken,
 		MaxBodyBytes: cfg.MaxBodyBytes, DefaultCurrency: cfg.DefaultCurr, DefaultTimeZone: cfg.DefaultTZ,
-		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, PDFFont: pdfFont,
+		DefaultUSDJPY: cfg.DefaultUSDJPY, Alerts: alerts, EmailAlerts: cfg.Alerts.SMTP != nil, Billing: bill, PDFFont: pdfFont, Cooldowns: cooldowns,
 		TrustProxy: os.Getenv("YOSAN_TRUST_PROXY") == "1", Log: log})
 
 	var demoInfo *demoSeed
@@ -239,7 +242,7 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 		ups[demo.Name] = demo.New(demo.Options{Latency: cfg.DemoLatency, Counter: counter})
 	}
 	for _, p := range cfg.Providers {
-		ups[p.Name] = openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: cfg.ProviderKeys[p.Name]})
+		ups[p.Name] = newProvider(p, cfg.ProviderKeys[p.Name])
 	}
 	configured := map[string]bool{}
 	var prices []db.ModelPrice
@@ -267,6 +270,9 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 	catalog, err := app.NewCatalog(models)
 	if err != nil {
 		return nil, fmt.Errorf("build catalog: %w", err)
+	}
+	if err := catalog.SetRoutes(cfg.Routes); err != nil {
+		return nil, fmt.Errorf("routes: %s", app.ErrorMessage(err))
 	}
 	var plain []app.Model
 	for _, m := range catalog.Models() {

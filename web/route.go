@@ -1,0 +1,233 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"yosan/app"
+)
+
+// headerRoute names the route alias a request asked for; headerAttempts counts the upstream
+// calls it took.
+const (
+	headerRoute    = "x-yosan-route"
+	headerAttempts = "x-yosan-attempts"
+)
+
+// routeFor returns the route named name when it is a route alias (a plain model name is
+// served directly, as asked).
+func (s *Server) routeFor(name string) (app.Route, bool) {
+	for _, r := range s.cfg.Gateway.Catalog.Routes() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return app.Route{}, false
+}
+
+// serveRoute answers a request for a route alias: it walks the route's candidates in order
+// (each with its own reservation), skips those cooling down or outside the key's plan,
+// retries a throttled candidate twice and a failing one once, cools down what the failure
+// calls for, and falls back as each candidate's `when` allows. Nothing falls back after the
+// first byte of an answer reached the client.
+func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequest, route app.Route) error {
+	g := s.cfg.Gateway
+	ctx, cancel := context.WithTimeout(c.Request().Context(), g.RequestTimeout)
+	defer cancel()
+	id := c.Response().Header().Get(headerRequestID)
+	c.Response().Header().Set(headerRoute, route.Name)
+	chain := &app.Chain{Route: route}
+	var skippedErr error = &app.Error{Code: app.ENOTFOUND, Param: "model",
+		Message: "no model of route '" + route.Name + "' can serve this request with your key"}
+	attempts := 0
+	for cand, ok := chain.Next(); ok; cand, ok = chain.Next() {
+		m, found := g.Catalog.Lookup(cand.Model)
+		if !found {
+			chain.Skip(cand.Model, "not in the catalog")
+			continue
+		}
+		if err := app.Usable(m, p, req.Kind); err != nil {
+			chain.Skip(m.Name, app.ErrorMessage(err))
+			skippedErr = err
+			continue
+		}
+		if g.Cooldowns != nil {
+			if cd, cooling := g.Cooldowns.Active(m.Provider, m.UpstreamName, g.Now()); cooling {
+				// A candidate cooling down counts as tried, failing as it did when it started to
+				// cool down (article 002: "a skip counts as an attempt"), so the chain's `when`
+				// rules route around it.
+				chain.Failed(m.Name, app.Classification{Class: cd.Class, Code: cd.Code, ResetAt: cd.ResetAt,
+					Message: "cooling down until " + cd.ResetAt.UTC().Format(time.RFC3339)}, nil)
+				continue
+			}
+		}
+		for try := 0; ; try++ {
+			attempts++
+			callID := id
+			if attempts > 1 {
+				callID = id + "." + strconv.Itoa(attempts)
+			}
+			call, err := g.PrepareModel(ctx, callID, p, req, m)
+			if err != nil {
+				return err // the budget (or the ledger) says no: no candidate would fare better
+			}
+			c.Response().Header().Set(headerAttempts, strconv.Itoa(attempts))
+			setCallHeaders(c, p, call)
+			answered, err := s.tryCandidate(ctx, c, call)
+			if answered {
+				call.Close()
+				return err
+			}
+			if c.Request().Context().Err() != nil {
+				// The client went away: not the provider's fault, nothing to cool down.
+				call.Release()
+				call.Close()
+				return nil
+			}
+			cls := s.classify(m, err)
+			// The failed attempt was not billed, except a timeout, which may have been.
+			var ue *app.UpstreamError
+			if cls.Class == app.ClassBackendError && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) && ue.Timeout) {
+				call.CommitReserved("timeout")
+			} else {
+				call.Release()
+			}
+			call.Close()
+			if cls.Class == app.ClassClientError {
+				return s.upstreamFailed(call, err)
+			}
+			if g.Cooldowns != nil {
+				until := app.CooldownUntil(cls, g.Now(), g.QuotaCooldown)
+				if !until.IsZero() && (try >= app.Retries(cls.Class) || cls.Class != app.ClassRateLimited && cls.Class != app.ClassBackendError) {
+					if rerr := g.Cooldowns.Record(context.WithoutCancel(ctx), m.Provider, m.UpstreamName, cls, until); rerr != nil {
+						s.cfg.Log.Error("record cooldown", "provider", m.Provider, "model", m.UpstreamName, "err", rerr)
+					}
+				}
+			}
+			if try < app.Retries(cls.Class) && ctx.Err() == nil {
+				select {
+				case <-time.After(app.Backoff(cls, try+1, rand.Float64())):
+					continue
+				case <-ctx.Done():
+				}
+			}
+			chain.Failed(m.Name, cls, err)
+			break
+		}
+	}
+	return chain.Err(g.Now(), skippedErr)
+}
+
+// tryCandidate makes the call to one candidate. answered is true when the request got its
+// answer (a complete response, or a stream whose first event arrived): err is then the
+// handler's result. Otherwise err is the upstream failure, before anything reached the client.
+func (s *Server) tryCandidate(ctx context.Context, c echo.Context, call *app.Call) (answered bool, err error) {
+	up := call.Upstream()
+	switch {
+	case call.Request.Kind == app.KindEmbedding:
+		resp, err := up.Embeddings(ctx, call.UpstreamRequest())
+		if err != nil {
+			return false, err
+		}
+		return true, s.respond(c, call, resp, nil)
+	case call.Request.Stream:
+		st, first, err := openStream(ctx, call)
+		if err != nil {
+			return false, err
+		}
+		defer st.Close()
+		return true, s.relay(ctx, c, call, st, first)
+	default:
+		resp, err := up.ChatCompletion(ctx, call.UpstreamRequest())
+		if err != nil {
+			return false, err
+		}
+		return true, s.respond(c, call, resp, nil)
+	}
+}
+
+// classify reads a failed call with the gateway's classifier (every failure is a backend
+// error without one).
+func (s *Server) classify(m *app.CatalogModel, err error) app.Classification {
+	var ue *app.UpstreamError
+	if !errors.As(err, &ue) {
+		ue = &app.UpstreamError{Provider: m.Provider, Err: err, Timeout: errors.Is(err, context.DeadlineExceeded)}
+	}
+	if s.cfg.Gateway.Classify == nil {
+		if ue.ClientFault() {
+			return app.Classification{Class: app.ClassClientError}
+		}
+		return app.Classification{Class: app.ClassBackendError, Message: ue.Error()}
+	}
+	return s.cfg.Gateway.Classify(m.Provider, ue, s.cfg.Gateway.Now())
+}
+
+// statusJSON is one cooldown as GET /status shows it: no secrets, no messages that could
+// carry request contents.
+type statusJSON struct {
+	Provider string    `json:"provider"`
+	Model    string    `json:"model,omitempty"`
+	Class    string    `json:"class"`
+	Code     string    `json:"code,omitempty"`
+	ResetAt  time.Time `json:"reset_at"`
+	Count    int64     `json:"count"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+// status answers GET /status: the gateway is up, and which providers or models are cooling
+// down and until when.
+func (s *Server) status(c echo.Context) error {
+	out := []statusJSON{}
+	if s.cfg.Cooldowns != nil {
+		list, err := s.cfg.Cooldowns.List(c.Request().Context(), s.cfg.Gateway.Now())
+		if err != nil {
+			return err
+		}
+		for _, cd := range list {
+			out = append(out, statusJSON{Provider: cd.Provider, Model: cd.Model, Class: string(cd.Class), Code: cd.Code,
+				ResetAt: cd.ResetAt, Count: cd.Count, LastSeen: cd.LastSeen})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ok", "cooldowns": out})
+}
+
+// cooldownJSON is a cooldown for admins: with the provider's message.
+type cooldownJSON struct {
+	statusJSON
+	Message   string    `json:"message"`
+	FirstSeen time.Time `json:"first_seen"`
+}
+
+func (s *Server) listCooldowns(c echo.Context) error {
+	out := []cooldownJSON{}
+	if s.cfg.Cooldowns != nil {
+		list, err := s.cfg.Cooldowns.List(c.Request().Context(), s.cfg.Gateway.Now())
+		if err != nil {
+			return err
+		}
+		for _, cd := range list {
+			out = append(out, cooldownJSON{statusJSON: statusJSON{Provider: cd.Provider, Model: cd.Model, Class: string(cd.Class),
+				Code: cd.Code, ResetAt: cd.ResetAt, Count: cd.Count, LastSeen: cd.LastSeen}, Message: cd.Message, FirstSeen: cd.FirstSeen})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// clearCooldown ends a cooldown now: DELETE /admin/v1/cooldowns/:provider (the whole account)
+// or /admin/v1/cooldowns/:provider/:model.
+func (s *Server) clearCooldown(c echo.Context) error {
+	if s.cfg.Cooldowns == nil {
+		return app.Errorf(app.ENOTFOUND, "no cooldown is in force")
+	}
+	if err := s.cfg.Cooldowns.Clear(c.Request().Context(), c.Param("provider"), c.Param("model")); err != nil {
+		return err
+	}
+	s.audit(c, adminActor(), "", "provider.cooldown_clear", "provider", c.Param("provider")+"/"+c.Param("model"), nil)
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,186 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"yosan/app"
+	"yosan/db"
+	"yosan/providers/classify"
+	"yosan/providers/openai"
+	"yosan/providers/openaifake"
+	"yosan/web"
+)
+
+// routeFixture is a server with two OpenAI-compatible fake providers ("alpha", "beta") behind
+// the route "auto" (alpha first, beta when alpha is throttled, out of quota or failing), and
+// "strict" (alpha only, then beta only after a quota failure).
+type routeFixture struct {
+	s           *server
+	alpha, beta *openaifake.Fake
+	cooldowns   *db.Cooldowns
+	now         time.Time
+}
+
+func fakeModel(t *testing.T, name, provider string, f *openaifake.Fake) *app.CatalogModel {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	t.Cleanup(f.Close)
+	return &app.CatalogModel{
+		Model:    app.Model{Name: name, Provider: provider, UpstreamName: name, Tier: "free", Kind: app.KindChat, MaxOutputTokens: 1000},
+		Prices:   []app.DatedPrice{{Price: app.Price{InputPerM: 150_000, OutputPerM: 600_000}}},
+		Upstream: openai.New(openai.Config{Name: provider, BaseURL: srv.URL + "/v1"}),
+	}
+}
+
+func newRouteFixture(t *testing.T) *routeFixture {
+	f := &routeFixture{alpha: openaifake.New(openaifake.Options{}), beta: openaifake.New(openaifake.Options{})}
+	models := []*app.CatalogModel{fakeModel(t, "alpha-1", "alpha", f.alpha), fakeModel(t, "beta-1", "beta", f.beta)}
+	f.s = mustServerConfig(t, func(c *web.Config) {
+		if err := c.Gateway.Catalog.SetRoutes([]app.Route{
+			{Name: "auto", Candidates: []app.Candidate{{Model: "alpha-1"},
+				{Model: "beta-1", When: []app.ErrorClass{app.ClassRateLimited, app.ClassQuotaExhausted, app.ClassBackendError, app.ClassManualAction}}}},
+			{Name: "strict", Candidates: []app.Candidate{{Model: "alpha-1"}, {Model: "beta-1", When: []app.ErrorClass{app.ClassQuotaExhausted}}}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		f.cooldowns = &db.Cooldowns{DB: c.DB, RefreshEvery: time.Nanosecond}
+		c.Cooldowns = f.cooldowns
+		c.Gateway.Cooldowns = f.cooldowns
+		c.Gateway.QuotaCooldown = time.Hour
+		c.Gateway.Classify = func(provider string, e *app.UpstreamError, now time.Time) app.Classification {
+			return classify.Classify(classify.Kind("openai"), e, now)
+		}
+	}, models...)
+	return f
+}
+
+func (f *routeFixture) chat(t *testing.T, key, model string, stream bool) (*http.Response, []byte) {
+	t.Helper()
+	extra := `,"max_tokens":20`
+	if stream {
+		extra += `,"stream":true`
+	}
+	return f.s.do(t, "POST", "/v1/chat/completions", key, chatBody(model, extra))
+}
+
+func (f *routeFixture) clearCooldowns(t *testing.T) {
+	t.Helper()
+	if _, err := f.s.db.Pool.Exec(context.Background(), `DELETE FROM provider_cooldowns`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRouteFallback(t *testing.T) {
+	f := newRouteFixture(t)
+	tn := f.s.mustTenant(t, "free")
+
+	t.Run("FirstCandidateAnswers", func(t *testing.T) {
+		resp, body := f.chat(t, tn.secret, "auto", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "alpha-1" || resp.Header.Get("x-yosan-route") != "auto" {
+			t.Fatalf("%d %s %v", resp.StatusCode, body, resp.Header)
+		}
+	})
+	t.Run("RateLimitedRetriesThenFallsBack", func(t *testing.T) {
+		before := f.alpha.ChatRequests()
+		f.alpha.Enqueue(openaifake.RateLimitedRequests(), openaifake.RateLimitedRequests(), openaifake.RateLimitedRequests())
+		resp, body := f.chat(t, tn.secret, "auto", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "beta-1" || resp.Header.Get("x-yosan-attempts") != "4" {
+			t.Fatalf("%d %s model %s attempts %s", resp.StatusCode, body, resp.Header.Get("x-yosan-model"), resp.Header.Get("x-yosan-attempts"))
+		}
+		if got := f.alpha.ChatRequests() - before; got != 3 {
+			t.Errorf("alpha called %d times, want 3 (the call and 2 retries)", got)
+		}
+		// alpha cools down: the next request goes to beta without calling alpha.
+		before = f.alpha.ChatRequests()
+		resp, _ = f.chat(t, tn.secret, "auto", false)
+		if resp.Header.Get("x-yosan-model") != "beta-1" || f.alpha.ChatRequests() != before {
+			t.Errorf("during the cooldown: %d model %s, alpha calls +%d %v", resp.StatusCode, resp.Header.Get("x-yosan-model"), f.alpha.ChatRequests()-before, resp.Header)
+		}
+		cds, err := f.cooldowns.List(context.Background(), time.Now())
+		if err != nil || len(cds) != 1 || cds[0].Provider != "alpha" || cds[0].Class != app.ClassRateLimited {
+			t.Errorf("cooldowns %+v %v", cds, err)
+		}
+		f.clearCooldowns(t)
+	})
+	t.Run("QuotaGoesStraightOn", func(t *testing.T) {
+		before := f.alpha.ChatRequests()
+		f.alpha.Enqueue(openaifake.InsufficientQuota())
+		resp, body := f.chat(t, tn.secret, "auto", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "beta-1" || f.alpha.ChatRequests()-before != 1 {
+			t.Fatalf("%d %s, alpha calls %d", resp.StatusCode, body, f.alpha.ChatRequests()-before)
+		}
+		var st struct {
+			Cooldowns []struct{ Provider, Class string }
+		}
+		sresp, sbody := f.s.do(t, "GET", "/status", "", "")
+		if err := json.Unmarshal(sbody, &st); err != nil || sresp.StatusCode != 200 || len(st.Cooldowns) != 1 || st.Cooldowns[0].Class != "manual_action" {
+			t.Errorf("/status %d %s", sresp.StatusCode, sbody)
+		}
+		if strings.Contains(string(sbody), "quota") && strings.Contains(string(sbody), "billing") {
+			t.Errorf("/status shows the provider's message: %s", sbody)
+		}
+		// An admin clears it.
+		if resp, b := f.s.do(t, "DELETE", "/admin/v1/cooldowns/alpha/alpha-1", adminToken, ""); resp.StatusCode != 204 {
+			t.Fatalf("clear: %d %s", resp.StatusCode, b)
+		}
+		if resp, _ := f.chat(t, tn.secret, "auto", false); resp.Header.Get("x-yosan-model") != "alpha-1" {
+			t.Errorf("after clearing: %s", resp.Header.Get("x-yosan-model"))
+		}
+	})
+	t.Run("WhenRulesStopTheChain", func(t *testing.T) {
+		f.alpha.Enqueue(openaifake.ServerError(), openaifake.ServerError())
+		resp, body := f.chat(t, tn.secret, "strict", false)
+		if resp.StatusCode != 502 || !strings.Contains(string(body), "every candidate of 'strict' failed") {
+			t.Fatalf("strict after backend errors: %d %s", resp.StatusCode, body)
+		}
+		f.clearCooldowns(t)
+	})
+	t.Run("ClientErrorPassedBack", func(t *testing.T) {
+		before := f.beta.ChatRequests()
+		f.alpha.Enqueue(openaifake.ContextLengthExceeded())
+		resp, body := f.chat(t, tn.secret, "auto", false)
+		if resp.StatusCode != 400 || f.beta.ChatRequests() != before {
+			t.Fatalf("context too long: %d %s, beta +%d", resp.StatusCode, body, f.beta.ChatRequests()-before)
+		}
+	})
+	t.Run("AllThrottled429WithRetryAfter", func(t *testing.T) {
+		f.alpha.Enqueue(openaifake.RateLimitedRequests(), openaifake.RateLimitedRequests(), openaifake.RateLimitedRequests())
+		f.beta.Enqueue(openaifake.RateLimitedRequests(), openaifake.RateLimitedRequests(), openaifake.RateLimitedRequests())
+		resp, body := f.chat(t, tn.secret, "auto", false)
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "rate_limited") {
+			t.Fatalf("all throttled: %d %s %v", resp.StatusCode, body, resp.Header)
+		}
+		f.clearCooldowns(t)
+	})
+	t.Run("StreamFallsBackBeforeTheFirstByte", func(t *testing.T) {
+		f.alpha.Enqueue(openaifake.Overloaded(), openaifake.Overloaded())
+		resp, body := f.chat(t, tn.secret, "auto", true)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "beta-1" || !strings.Contains(string(body), "data: [DONE]") {
+			t.Fatalf("stream: %d %s %s", resp.StatusCode, resp.Header.Get("x-yosan-model"), body)
+		}
+		f.clearCooldowns(t)
+	})
+	t.Run("LedgerExact", func(t *testing.T) {
+		f.s.gw.Drain()
+		var pending, bad int
+		if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT
+				(SELECT count(*) FROM reservations WHERE status = 'pending'),
+				(SELECT count(*) FROM budgets WHERE reserved <> 0)`).Scan(&pending, &bad); err != nil {
+			t.Fatal(err)
+		}
+		if pending != 0 || bad != 0 {
+			t.Errorf("%d pending reservations, %d budgets with money still reserved", pending, bad)
+		}
+		var released int
+		if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE status = 'released'`).Scan(&released); err != nil || released < 8 {
+			t.Errorf("%d released attempts (every failed attempt releases its own reservation): %v", released, err)
+		}
+	})
+}
