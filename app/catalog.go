@@ -17,6 +17,9 @@ type CatalogModel struct {
 	// Prices are sorted by From, oldest first; the first one applies to all earlier times.
 	Prices   []DatedPrice
 	Upstream Provider
+	// Local is true for a model on a local backend (a provider marked local: true): the only
+	// kind a privacy: sensitive route may use.
+	Local bool
 }
 
 // PriceAt returns the price in force at t.

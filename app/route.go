@@ -10,6 +10,12 @@ import (
 type Route struct {
 	Name       string
 	Candidates []Candidate
+	// Sensitive routes (privacy: sensitive) may only use local backends: the config refuses
+	// a cloud candidate at start-up, and the gateway checks again before each call.
+	Sensitive bool
+	// Downgrade lets a request that does not fit the budget with its candidate fall to the
+	// cheapest candidate that fits (x-yosan-downgraded says so).
+	Downgrade bool
 }
 
 // Candidate is one model of a route. With When set, the candidate is tried only when the last
@@ -44,8 +50,13 @@ func (c *Catalog) SetRoutes(routes []Route) error {
 			return Errorf(EINVALID, "route %q has no candidate", r.Name)
 		}
 		for _, cand := range r.Candidates {
-			if _, ok := c.models[cand.Model]; !ok {
+			m, ok := c.models[cand.Model]
+			if !ok {
 				return Errorf(EINVALID, "route %q: candidate %q is not a model", r.Name, cand.Model)
+			}
+			if r.Sensitive && !m.Local {
+				return Errorf(EINVALID, "route %q is privacy: sensitive, but its candidate %q runs on provider %q, which is not a local backend (only providers marked local: true may serve sensitive routes)",
+					r.Name, cand.Model, m.Provider)
 			}
 		}
 		c.routes[r.Name] = r

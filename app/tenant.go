@@ -44,6 +44,8 @@ type APIKey struct {
 	ExpiresAt *time.Time
 	RevokedAt *time.Time
 	CreatedAt time.Time
+	// SensitiveOnly restricts the key to routes marked privacy: sensitive (local backends only).
+	SensitiveOnly bool
 }
 
 // KeyPrefix starts every key secret, so a leaked key is recognisable.

@@ -155,9 +155,10 @@ func (db *DB) CreateKey(ctx context.Context, k app.APIKey, secret string) (app.A
 	if k.MemberID != "" {
 		member = k.MemberID
 	}
-	_, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, team_id, member_id, name, plan, key_hash, prefix, expires_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		k.ID, k.OrgID, k.TeamID, member, k.Name, k.Plan, HashKey(secret), k.Prefix, k.ExpiresAt, k.CreatedAt)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (id, org_id, team_id, member_id, name, plan, key_hash, prefix, expires_at,
+			created_at, sensitive_only)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		k.ID, k.OrgID, k.TeamID, member, k.Name, k.Plan, HashKey(secret), k.Prefix, k.ExpiresAt, k.CreatedAt, k.SensitiveOnly)
 	if err != nil {
 		return app.APIKey{}, fmt.Errorf("insert key: %w", FormatError(err))
 	}
@@ -181,7 +182,7 @@ func (db *DB) RevokeKey(ctx context.Context, id string) (app.APIKey, error) {
 
 const keySelect = `SELECT k.id, k.org_id, k.team_id, coalesce(k.member_id::text, ''), k.name, k.plan, k.prefix,
 	k.expires_at, k.revoked_at, k.created_at,
-	o.id, o.name, o.currency, o.timezone, o.usd_jpy, o.created_at, p.tiers, k.key_hash
+	o.id, o.name, o.currency, o.timezone, o.usd_jpy, o.created_at, p.tiers, k.key_hash, k.sensitive_only
 	FROM api_keys k JOIN orgs o ON o.id = k.org_id JOIN plans p ON p.name = k.plan WHERE `
 
 func (db *DB) principal(ctx context.Context, where string, arg any) (app.Principal, error) {
@@ -189,7 +190,8 @@ func (db *DB) principal(ctx context.Context, where string, arg any) (app.Princip
 	k := &p.Key
 	o := &p.Org
 	err := db.Pool.QueryRow(ctx, keySelect+where, arg).Scan(&k.ID, &k.OrgID, &k.TeamID, &k.MemberID, &k.Name, &k.Plan, &k.Prefix,
-		&k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &o.ID, &o.Name, &o.Currency, &o.TimeZone, &o.USDJPY, &o.CreatedAt, &p.Tiers, &p.KeyHash)
+		&k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &o.ID, &o.Name, &o.Currency, &o.TimeZone, &o.USDJPY, &o.CreatedAt, &p.Tiers, &p.KeyHash,
+		&k.SensitiveOnly)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return app.Principal{}, app.Errorf(app.ENOTFOUND, "key not found")
 	}

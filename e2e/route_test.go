@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -100,5 +103,35 @@ routes:
 	var released int
 	if err := mustPool(t, url).QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE status = 'released'`).Scan(&released); err != nil || released != 2 {
 		t.Errorf("%d released attempts, want the 2 failed Anthropic calls: %v", released, err)
+	}
+}
+
+// TestPrivacyGuardRefusesConfig: a route marked privacy: sensitive with a cloud candidate
+// stops the gateway at start-up, with a message naming the route and the candidate.
+func TestPrivacyGuardRefusesConfig(t *testing.T) {
+	cfg := `providers:
+  - {name: cloud, type: openai-compatible, base_url: "http://127.0.0.1:1/v1"}
+  - {name: office, type: ollama, base_url: "http://127.0.0.1:2/v1", local: true}
+models:
+  - {name: gpt-4o-mini, provider: cloud, tier: free, max_output_tokens: 100, price: {input: "0.15", output: "0.60"}}
+  - {name: llama3, provider: office, tier: free, max_output_tokens: 100, price: {input: "0", output: "0"}}
+routes:
+  - name: private
+    privacy: sensitive
+    candidates: [{model: llama3}, {model: gpt-4o-mini}]
+`
+	path := filepath.Join(t.TempDir(), "yosan.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.NewURL(t), "YOSAN_ADDR=127.0.0.1:0", "YOSAN_CONFIG="+path)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the gateway started with a cloud candidate on a sensitive route:\n%s", out)
+	}
+	want := `route "private" is privacy: sensitive, but its candidate "gpt-4o-mini" runs on provider "cloud", which is not a local backend`
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("output lacks %q:\n%s", want, out)
 	}
 }

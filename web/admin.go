@@ -201,11 +201,13 @@ type keyJSON struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
 	CreatedAt time.Time  `json:"created_at"`
+	// SensitiveOnly: the key may only call privacy: sensitive routes.
+	SensitiveOnly bool `json:"sensitive_only"`
 }
 
 func toKeyJSON(k app.APIKey, secret string) keyJSON {
 	out := keyJSON{ID: k.ID, Key: secret, OrgID: k.OrgID, TeamID: k.TeamID, Name: k.Name, Plan: k.Plan,
-		Prefix: k.Prefix, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt}
+		Prefix: k.Prefix, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt, SensitiveOnly: k.SensitiveOnly}
 	if k.MemberID != "" {
 		out.MemberID = &k.MemberID
 	}
@@ -219,6 +221,8 @@ func (s *Server) createKey(c echo.Context) error {
 		MemberID  string     `json:"member_id"`
 		Plan      string     `json:"plan"`
 		ExpiresAt *time.Time `json:"expires_at"`
+		// SensitiveOnly restricts the key to privacy: sensitive routes.
+		SensitiveOnly bool `json:"sensitive_only"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
 		return err
@@ -237,7 +241,8 @@ func (s *Server) createKey(c echo.Context) error {
 	}
 	secret := db.NewKeySecret()
 	k, err := s.cfg.DB.CreateKey(c.Request().Context(), app.APIKey{OrgID: c.Param("org"), TeamID: in.TeamID,
-		MemberID: in.MemberID, Name: strings.TrimSpace(in.Name), Plan: in.Plan, ExpiresAt: in.ExpiresAt}, secret)
+		MemberID: in.MemberID, Name: strings.TrimSpace(in.Name), Plan: in.Plan, ExpiresAt: in.ExpiresAt,
+		SensitiveOnly: in.SensitiveOnly}, secret)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,12 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if route, ok := s.routeFor(req.Model); ok {
+	route, isRoute := s.routeFor(req.Model)
+	if p.Key.SensitiveOnly && (!isRoute || !route.Sensitive) {
+		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
+			req.Model + "' is not one"}
+	}
+	if isRoute {
 		return s.serveRoute(c, p, req, route)
 	}
 	call, err := s.admit(c, p, req)
@@ -120,7 +125,12 @@ func (s *Server) embeddings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if route, ok := s.routeFor(req.Model); ok {
+	route, isRoute := s.routeFor(req.Model)
+	if p.Key.SensitiveOnly && (!isRoute || !route.Sensitive) {
+		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
+			req.Model + "' is not one"}
+	}
+	if isRoute {
 		return s.serveRoute(c, p, req, route)
 	}
 	call, err := s.admit(c, p, req)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // headerRoute names the route alias a request asked for; headerAttempts counts the upstream
 // calls it took.
 const (
-	headerRoute    = "x-yosan-route"
-	headerAttempts = "x-yosan-attempts"
+	headerRoute      = "x-yosan-route"
+	headerAttempts   = "x-yosan-attempts"
+	headerDowngraded = "x-yosan-downgraded"
 )
 
 // routeFor returns the route named name when it is a route alias (a plain model name is
@@ -57,6 +59,13 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 			skippedErr = err
 			continue
 		}
+		if route.Sensitive && !m.Local {
+			// The config refuses this at start-up; checked again so no change elsewhere can
+			// ever send a sensitive prompt to a cloud provider.
+			s.cfg.Log.Error("privacy guard: a sensitive route has a cloud candidate", "route", route.Name, "model", m.Name)
+			chain.Skip(m.Name, "not a local backend")
+			continue
+		}
 		if g.Cooldowns != nil {
 			if cd, cooling := g.Cooldowns.Active(m.Provider, m.UpstreamName, g.Now()); cooling {
 				// A candidate cooling down counts as tried, failing as it did when it started to
@@ -74,8 +83,11 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 				callID = id + "." + strconv.Itoa(attempts)
 			}
 			call, err := g.PrepareModel(ctx, callID, p, req, m)
+			if err != nil && app.ErrorCode(err) == app.EBUDGET && route.Downgrade {
+				call, m, err = s.downgrade(ctx, c, callID, p, req, route, m, err)
+			}
 			if err != nil {
-				return err // the budget (or the ledger) says no: no candidate would fare better
+				return err // the budget (or the ledger) says no
 			}
 			c.Response().Header().Set(headerAttempts, strconv.Itoa(attempts))
 			setCallHeaders(c, p, call)
@@ -122,6 +134,46 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 		}
 	}
 	return chain.Err(g.Now(), skippedErr)
+}
+
+// downgrade finds, for a request that does not fit the budget with candidate from, the
+// cheapest other candidate of the route that fits: it tries them from the cheapest worst case
+// up, each reservation all or nothing, and says which in x-yosan-downgraded. It returns the
+// budget error when none fits.
+func (s *Server) downgrade(ctx context.Context, c echo.Context, id string, p *app.Principal, req *app.ProxyRequest,
+	route app.Route, from *app.CatalogModel, budgetErr error) (*app.Call, *app.CatalogModel, error) {
+	g := s.cfg.Gateway
+	now := g.Now()
+	type option struct {
+		m    *app.CatalogModel
+		cost int64
+	}
+	var opts []option
+	for _, cand := range route.Candidates {
+		m, ok := g.Catalog.Lookup(cand.Model)
+		if !ok || m == from || app.Usable(m, p, req.Kind) != nil || (route.Sensitive && !m.Local) {
+			continue
+		}
+		if g.Cooldowns != nil {
+			if _, cooling := g.Cooldowns.Active(m.Provider, m.UpstreamName, now); cooling {
+				continue
+			}
+		}
+		price := m.PriceAt(now)
+		opts = append(opts, option{m, price.InputPerM + price.OutputPerM})
+	}
+	sort.SliceStable(opts, func(i, j int) bool { return opts[i].cost < opts[j].cost })
+	for i, o := range opts {
+		call, err := g.PrepareModel(ctx, id+".d"+strconv.Itoa(i+1), p, req, o.m)
+		if err == nil {
+			c.Response().Header().Set(headerDowngraded, from.Name+" -> "+o.m.Name)
+			return call, o.m, nil
+		}
+		if app.ErrorCode(err) != app.EBUDGET {
+			return nil, from, err
+		}
+	}
+	return nil, from, budgetErr
 }
 
 // tryCandidate makes the call to one candidate. answered is true when the request got its

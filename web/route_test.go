@@ -41,12 +41,18 @@ func fakeModel(t *testing.T, name, provider string, f *openaifake.Fake) *app.Cat
 
 func newRouteFixture(t *testing.T) *routeFixture {
 	f := &routeFixture{alpha: openaifake.New(openaifake.Options{}), beta: openaifake.New(openaifake.Options{})}
-	models := []*app.CatalogModel{fakeModel(t, "alpha-1", "alpha", f.alpha), fakeModel(t, "beta-1", "beta", f.beta)}
+	big := fakeModel(t, "alpha-big", "alpha", f.alpha)
+	big.Prices = []app.DatedPrice{{Price: app.Price{InputPerM: 15_000_000, OutputPerM: 75_000_000}}}
+	local := fakeModel(t, "beta-1", "beta", f.beta)
+	local.Local = true
+	models := []*app.CatalogModel{fakeModel(t, "alpha-1", "alpha", f.alpha), local, big}
 	f.s = mustServerConfig(t, func(c *web.Config) {
 		if err := c.Gateway.Catalog.SetRoutes([]app.Route{
 			{Name: "auto", Candidates: []app.Candidate{{Model: "alpha-1"},
 				{Model: "beta-1", When: []app.ErrorClass{app.ClassRateLimited, app.ClassQuotaExhausted, app.ClassBackendError, app.ClassManualAction}}}},
 			{Name: "strict", Candidates: []app.Candidate{{Model: "alpha-1"}, {Model: "beta-1", When: []app.ErrorClass{app.ClassQuotaExhausted}}}},
+			{Name: "private", Sensitive: true, Candidates: []app.Candidate{{Model: "beta-1"}}},
+			{Name: "thrifty", Downgrade: true, Candidates: []app.Candidate{{Model: "alpha-big"}, {Model: "alpha-1"}}},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -182,5 +188,49 @@ func TestRouteFallback(t *testing.T) {
 		if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE status = 'released'`).Scan(&released); err != nil || released < 8 {
 			t.Errorf("%d released attempts (every failed attempt releases its own reservation): %v", released, err)
 		}
+	})
+}
+
+func TestRoutePrivacyAndDowngrade(t *testing.T) {
+	f := newRouteFixture(t)
+	tn := f.s.mustTenant(t, "free")
+	t.Run("SensitiveRouteNeedsLocalCandidates", func(t *testing.T) {
+		c, err := app.NewCatalog([]*app.CatalogModel{{Model: app.Model{Name: "cloud", Provider: "openai"}, Prices: []app.DatedPrice{{}}, Upstream: f.s.gw.Catalog.Models()[0].Upstream}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.SetRoutes([]app.Route{{Name: "secret", Sensitive: true, Candidates: []app.Candidate{{Model: "cloud"}}}})
+		if err == nil || !strings.Contains(err.Error(), `route "secret" is privacy: sensitive, but its candidate "cloud" runs on provider "openai", which is not a local backend`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("SensitiveOnlyKey", func(t *testing.T) {
+		k := f.s.admin(t, "POST", "/admin/v1/orgs/"+tn.org+"/keys", `{"name":"private","team_id":"`+tn.team+`","plan":"free","sensitive_only":true}`, 201)
+		secret := k["key"].(string)
+		if k["sensitive_only"] != true {
+			t.Fatalf("key %v", k)
+		}
+		for _, model := range []string{"auto", "alpha-1"} {
+			resp, body := f.chat(t, secret, model, false)
+			mustAPIError(t, resp, body, 403, "permission_error", "model_not_allowed", "model", "privacy: sensitive")
+		}
+		resp, body := f.chat(t, secret, "private", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "beta-1" {
+			t.Fatalf("sensitive route: %d %s", resp.StatusCode, body)
+		}
+	})
+	t.Run("Downgrade", func(t *testing.T) {
+		// A key cap that holds the cheap model's worst case but not the big one's.
+		f.s.admin(t, "PUT", "/admin/v1/budgets/key/"+tn.key, `{"cap":"0.01"}`, 200)
+		resp, body := f.chat(t, tn.secret, "thrifty", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "alpha-1" || resp.Header.Get("x-yosan-downgraded") != "alpha-big -> alpha-1" {
+			t.Fatalf("downgrade: %d %s %v", resp.StatusCode, body, resp.Header)
+		}
+		// Without downgrade, the same request is refused by the budget.
+		resp, body = f.s.do(t, "POST", "/v1/chat/completions", tn.secret, chatBody("alpha-big", `,"max_tokens":20`))
+		mustAPIError(t, resp, body, 429, "budget_exceeded", "budget_exceeded", "key:"+tn.key, "budget exceeded")
+		f.s.admin(t, "PUT", "/admin/v1/budgets/key/"+tn.key, `{"cap":"0.00001"}`, 200)
+		resp, body = f.chat(t, tn.secret, "thrifty", false)
+		mustAPIError(t, resp, body, 429, "budget_exceeded", "budget_exceeded", "key:"+tn.key, "budget exceeded")
 	})
 }

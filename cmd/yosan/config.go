@@ -45,6 +45,9 @@ type fileConfig struct {
 type routeConf struct {
 	Name       string          `yaml:"name"`
 	Candidates []candidateConf `yaml:"candidates"`
+	// Privacy "sensitive" restricts the route to local backends.
+	Privacy   string `yaml:"privacy"`
+	Downgrade bool   `yaml:"downgrade"`
 }
 
 type candidateConf struct {
@@ -126,6 +129,9 @@ type providerConf struct {
 	Type      string `yaml:"type"`
 	BaseURL   string `yaml:"base_url"`
 	APIKeyEnv string `yaml:"api_key_env"`
+	// Local marks a backend on the operator's premises (the allowlist privacy: sensitive
+	// routes are restricted to); anything not marked is cloud.
+	Local bool `yaml:"local"`
 }
 
 type priceConf struct {
@@ -457,7 +463,10 @@ func loadRoutes(bad func(string, ...any), rs []routeConf, models map[string]bool
 			bad("%s: candidates must list at least one model", where)
 		}
 		seen[r.Name] = true
-		route := app.Route{Name: r.Name}
+		route := app.Route{Name: r.Name, Sensitive: r.Privacy == "sensitive", Downgrade: r.Downgrade}
+		if r.Privacy != "" && r.Privacy != "sensitive" {
+			bad("%s: privacy must be sensitive (or absent), got %q", where, r.Privacy)
+		}
 		for j, c := range r.Candidates {
 			cand := app.Candidate{Model: c.Model}
 			if c.Model == "" {

@@ -481,7 +481,10 @@ func TestLoadConfigRoutes(t *testing.T) {
 		"  - {name: a, provider: p, tier: free, max_output_tokens: 100, price: {input: '1', output: '2'}}\n" +
 		"  - {name: b, provider: p, tier: free, max_output_tokens: 100, price: {input: '1', output: '2'}}\n"
 	t.Run("OK", func(t *testing.T) {
-		cfg := mustLoad(t, base+"quota_cooldown: 2h\nroutes:\n  - name: auto\n    candidates:\n      - model: a\n      - {model: b, when: [rate_limited, quota_exhausted]}\n", nil)
+		cfg := mustLoad(t, base+"quota_cooldown: 2h\nroutes:\n  - name: auto\n    downgrade: true\n    privacy: sensitive\n    candidates:\n      - model: a\n      - {model: b, when: [rate_limited, quota_exhausted]}\n", nil)
+		if !cfg.Routes[0].Sensitive || !cfg.Routes[0].Downgrade {
+			t.Errorf("route flags %+v", cfg.Routes[0])
+		}
 		if len(cfg.Routes) != 1 || cfg.Routes[0].Name != "auto" || len(cfg.Routes[0].Candidates) != 2 ||
 			len(cfg.Routes[0].Candidates[1].When) != 2 || cfg.QuotaCooldown != 2*time.Hour {
 			t.Errorf("routes %+v cooldown %s", cfg.Routes, cfg.QuotaCooldown)
@@ -493,6 +496,7 @@ func TestLoadConfigRoutes(t *testing.T) {
 		{"ErrModelName", "routes:\n  - {name: a, candidates: [{model: b}]}\n", "a model has this name already"},
 		{"ErrTwice", "routes:\n  - {name: x, candidates: [{model: a}]}\n  - {name: x, candidates: [{model: b}]}\n", "route name is used twice"},
 		{"ErrClientErrorNotAWhen", "routes:\n  - {name: auto, candidates: [{model: a, when: [client_error]}]}\n", "is not an error class"},
+		{"ErrPrivacy", "routes:\n  - {name: auto, privacy: secret, candidates: [{model: a}]}\n", `privacy must be sensitive (or absent), got "secret"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := load(t, base+tt.yaml, nil)

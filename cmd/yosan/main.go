@@ -244,13 +244,17 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 	for _, p := range cfg.Providers {
 		ups[p.Name] = newProvider(p, cfg.ProviderKeys[p.Name])
 	}
+	local := map[string]bool{}
+	for _, p := range cfg.Providers {
+		local[p.Name] = p.Local
+	}
 	configured := map[string]bool{}
 	var prices []db.ModelPrice
 	for _, mc := range cfg.Models {
 		configured[mc.Name] = true
 		m := &app.CatalogModel{Model: app.Model{Name: mc.Name, Provider: mc.Provider, UpstreamName: mc.UpstreamModel,
 			Tier: mc.Tier, Kind: mc.Kind, MaxOutputTokens: mc.MaxOutputTokens, ContextWindow: mc.ContextWindow},
-			Upstream: ups[mc.Provider]}
+			Upstream: ups[mc.Provider], Local: local[mc.Provider]}
 		for _, pc := range mc.Prices {
 			p, _ := toPrice(pc)           // validated in loadConfig
 			from, _ := parseFrom(pc.From) // zero time: in force since always
