@@ -16,6 +16,9 @@ const (
 	AlertOverrun AlertKind = "budget.overrun"
 	// AlertTest: a test message an admin asked for.
 	AlertTest AlertKind = "alert.test"
+	// AlertProviderAction: a provider cooldown that needs a human (no balance, plan expired,
+	// revoked key); sent to the operator.
+	AlertProviderAction AlertKind = "provider.manual_action"
 )
 
 // DefaultThresholds are the percentages of a cap that alert when no others are set.
@@ -69,6 +72,12 @@ type AlertEvent struct {
 	Model     string
 	Amount    int64
 	Actual    int64
+	// Provider, Code, Message and ResetAt describe a provider cooldown that needs a human:
+	// the provider's name, its error code and message, and when the cooldown ends.
+	Provider  string
+	Code      string
+	Message   string
+	ResetAt   time.Time
 	CreatedAt time.Time
 }
 

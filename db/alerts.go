@@ -229,7 +229,8 @@ const eventSelect = `SELECT e.id::text, e.kind, coalesce(e.org_id::text, ''), co
 		CASE WHEN e.kind = 'budget.overrun' THEN coalesce(nb.reserved, 0) ELSE e.reserved END,
 		CASE WHEN e.kind = 'budget.overrun' THEN nb.cap ELSE e.cap END,
 		coalesce(e.request_id, ''), coalesce(e.model, ''), coalesce(e.amount, 0), coalesce(e.actual, 0),
-		e.created_at, coalesce(e.channel_id::text, '')
+		e.created_at, coalesce(e.channel_id::text, ''), coalesce(e.provider, ''), coalesce(e.code, ''),
+		coalesce(e.message, ''), e.reset_at
 	FROM alert_events e
 	LEFT JOIN orgs o ON o.id = e.org_id
 	LEFT JOIN teams t ON e.node_kind = 'team' AND t.id = e.node_id
@@ -246,9 +247,13 @@ type eventRow struct {
 func scanEvent(row pgx.CollectableRow) (eventRow, error) {
 	var e eventRow
 	var kind, nodeKind string
+	var reset *time.Time
 	err := row.Scan(&e.ID, &kind, &e.OrgID, &e.OrgName, &nodeKind, &e.Node.ID, &e.NodeName, &e.Period,
 		&e.Currency, &e.Threshold, &e.Crossed, &e.Spent, &e.Reserved, &e.Cap, &e.RequestID, &e.Model,
-		&e.Amount, &e.Actual, &e.CreatedAt, &e.channelID)
+		&e.Amount, &e.Actual, &e.CreatedAt, &e.channelID, &e.Provider, &e.Code, &e.Message, &reset)
+	if reset != nil {
+		e.ResetAt = *reset
+	}
 	e.Kind = app.AlertKind(kind)
 	e.Node.Kind = app.NodeKind(nodeKind)
 	if e.Node.Kind == app.NodeGlobal {

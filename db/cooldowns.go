@@ -75,6 +75,16 @@ func (c *Cooldowns) Record(ctx context.Context, provider, model string, cls app.
 		return fmt.Errorf("record cooldown: %w", FormatError(err))
 	}
 	cd.Class = app.ErrorClass(class)
+	// A new cooldown that needs a human alerts the operator (the outbox delivers it).
+	if cd.Class == app.ClassManualAction && cd.Count == 1 {
+		if _, err := c.DB.Pool.Exec(ctx, `INSERT INTO alert_events (kind, org_id, node_kind, node_id, period, currency,
+				model, provider, code, message, reset_at, created_at)
+			VALUES ('provider.manual_action', NULL, 'global', '00000000-0000-0000-0000-000000000000', $1, 'JPY',
+				$2, $3, $4, $5, $6, $7)`,
+			now.UTC().Format("2006-01"), model, provider, cls.Code, cls.Message, cd.ResetAt, now); err != nil {
+			return fmt.Errorf("alert the operator of a cooldown: %w", FormatError(err))
+		}
+	}
 	c.mu.Lock()
 	if c.active == nil {
 		c.active = map[[2]string]app.Cooldown{}

@@ -180,6 +180,15 @@ func RenderEmail(ev app.AlertEvent, consoleURL string) (subject, text string) {
 		}
 		ja.WriteString("Yosan テスト通知\n\nこれは Yosan からのテスト通知です。このメールが届いていれば、アラートの送信先は正しく設定されています。\n")
 		en.WriteString("Yosan test alert\n\nThis is a test alert from Yosan. If you received it, this channel is set up correctly.\n")
+	case app.AlertProviderAction:
+		prov, model := oneLine(ev.Provider), oneLine(ev.Model)
+		until := ev.ResetAt.UTC().Format(time.RFC3339)
+		subject = fmt.Sprintf("[Yosan] 要対応: プロバイダー %s が停止中 / Action needed: provider %s is cooling down", prov, prov)
+		fmt.Fprintf(&ja, "Yosan プロバイダー要対応アラート\n\nプロバイダー %s（モデル %s）が、人の対応が必要なエラー（残高不足、プランの期限切れ、無効なキーなど）を返したため、呼び出しを停止しています。\n\nエラーコード: %s\nメッセージ: %s\n停止の期限: %s\n対応後は管理 API（DELETE /admin/v1/cooldowns/%s/%s）で解除できます。\n",
+			prov, model, oneLine(ev.Code), oneLine(ev.Message), until, prov, model)
+		fmt.Fprintf(&en, "Yosan provider action alert\n\nProvider %s (model %s) answered with an error a human must fix (no balance, plan expired, revoked key), so the gateway stopped calling it.\n\nError code: %s\nMessage: %s\nCooling down until: %s\nOnce fixed, clear it with the admin API (DELETE /admin/v1/cooldowns/%s/%s).\n",
+			prov, model, oneLine(ev.Code), oneLine(ev.Message), until, prov, model)
+		return subject, ja.String() + "\n" + strings.Repeat("-", 40) + "\n\n" + en.String()
 	default:
 		kind := oneLine(string(ev.Kind))
 		subject = fmt.Sprintf("[Yosan] 通知: %s / Notification: %s", kind, kind)
@@ -361,6 +370,9 @@ func WebhookPayload(ev app.AlertEvent, consoleURL string) ([]byte, error) {
 			t.Node = &node
 		}
 		data = t
+	case app.AlertProviderAction:
+		data = webhookProvider{Provider: ev.Provider, Model: ev.Model, Class: "manual_action", Code: ev.Code,
+			Message: ev.Message, ResetAt: ev.ResetAt.UTC().Format(time.RFC3339), ConsoleURL: link}
 	default:
 		return nil, fmt.Errorf("render webhook: unknown alert kind %q", ev.Kind)
 	}
@@ -375,6 +387,18 @@ func WebhookPayload(ev app.AlertEvent, consoleURL string) ([]byte, error) {
 		return nil, fmt.Errorf("render webhook: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// webhookProvider is the data of provider.manual_action: which provider and model stopped
+// being called, why, and until when.
+type webhookProvider struct {
+	Provider   string `json:"provider"`
+	Model      string `json:"model"`
+	Class      string `json:"class"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	ResetAt    string `json:"reset_at"`
+	ConsoleURL string `json:"console_url,omitempty"`
 }
 
 // budgetFields returns a node's counters for a webhook body.

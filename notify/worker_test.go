@@ -410,3 +410,32 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderProviderAction(t *testing.T) {
+	ev := app.AlertEvent{ID: "e1", Kind: app.AlertProviderAction, Provider: "zhipu", Model: "glm-4.6", Code: "1113",
+		Message: "余额不足或无可用资源包,请充值。", ResetAt: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC),
+		Node: app.Node{Kind: app.NodeGlobal, ID: app.GlobalNodeID}, CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	subject, text := notify.RenderEmail(ev, "")
+	for _, want := range []string{"zhipu", "glm-4.6", "1113", "余额不足", "2026-12-07T12:00:00Z", "DELETE /admin/v1/cooldowns/zhipu/glm-4.6"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("email lacks %q:\n%s", want, text)
+		}
+	}
+	if !strings.Contains(subject, "要対応") || !strings.Contains(subject, "Action needed") {
+		t.Errorf("subject %q", subject)
+	}
+	body, err := notify.WebhookPayload(ev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Type string
+		Data struct{ Provider, Model, Class, Code, ResetAt string } `json:"data"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != "provider.manual_action" || p.Data.Provider != "zhipu" || p.Data.Class != "manual_action" || p.Data.Code != "1113" {
+		t.Errorf("payload %s", body)
+	}
+}

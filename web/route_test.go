@@ -132,6 +132,14 @@ func TestRouteFallback(t *testing.T) {
 		if strings.Contains(string(sbody), "quota") && strings.Contains(string(sbody), "billing") {
 			t.Errorf("/status shows the provider's message: %s", sbody)
 		}
+		// A cooldown that needs a human alerts the operator, once.
+		var kind, provider, code string
+		if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT kind, provider, code FROM alert_events WHERE org_id IS NULL`).Scan(&kind, &provider, &code); err != nil {
+			t.Fatalf("operator alert: %v", err)
+		}
+		if kind != "provider.manual_action" || provider != "alpha" || code != "insufficient_quota" {
+			t.Errorf("operator alert %s %s %s", kind, provider, code)
+		}
 		// An admin clears it.
 		if resp, b := f.s.do(t, "DELETE", "/admin/v1/cooldowns/alpha/alpha-1", adminToken, ""); resp.StatusCode != 204 {
 			t.Fatalf("clear: %d %s", resp.StatusCode, b)
