@@ -247,7 +247,12 @@ type (
 		ReservedMicros   int64        `json:"reserved_micros"`
 		CapMicros        *int64       `json:"cap_micros"`
 		Overrun          *wantOverrun `json:"overrun"`
+		Provider         string       `json:"provider"`
+		Model            string       `json:"model"`
+		Class            string       `json:"class"`
+		Code             string       `json:"code"`
 		Message          string       `json:"message"`
+		ResetAt          string       `json:"reset_at"`
 		ConsoleURL       string       `json:"console_url"`
 	}
 )
@@ -263,6 +268,8 @@ func dataKeys(typ string) []string {
 			"spent_micros", "reserved_micros", "cap_micros", "overrun", "console_url"}
 	case "alert.test":
 		return []string{"org", "node", "message", "console_url"}
+	case "provider.manual_action":
+		return []string{"provider", "model", "class", "code", "message", "reset_at", "console_url"}
 	}
 	return nil
 }
@@ -422,7 +429,7 @@ func TestWebhookDocs(t *testing.T) {
 		}
 		types = append(types, env.Type)
 	}
-	if want := []string{"budget.threshold_crossed", "budget.overrun", "alert.test"}; !slices.Equal(types, want) {
+	if want := []string{"budget.threshold_crossed", "budget.overrun", "alert.test", "provider.manual_action"}; !slices.Equal(types, want) {
 		t.Errorf("examples = %q, want %q", types, want)
 	}
 	for _, s := range []string{vecSecret, vecID, strconv.Itoa(vecTS), vecBody, vecSig} {
