@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -320,6 +321,37 @@ type modelObject struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// ContextWindow and MaxOutputTokens are what the config says; null when unknown (never a
+	// made-up number). Absent for route aliases.
+	ContextWindow   *int64 `json:"context_window,omitempty"`
+	MaxOutputTokens *int64 `json:"max_output_tokens,omitempty"`
+	Route           bool   `json:"-"`
+}
+
+// MarshalJSON writes null limits for a model whose limits are unknown, and none for a route.
+func (m modelObject) MarshalJSON() ([]byte, error) {
+	type plain modelObject
+	if m.Route {
+		return json.Marshal(plain(m))
+	}
+	return json.Marshal(struct {
+		plain
+		ContextWindow   *int64 `json:"context_window"`
+		MaxOutputTokens *int64 `json:"max_output_tokens"`
+	}{plain(m), m.ContextWindow, m.MaxOutputTokens})
+}
+
+func toModelObject(m *app.CatalogModel) modelObject {
+	o := modelObject{ID: m.Name, Object: "model", OwnedBy: m.Provider}
+	if m.ContextWindow > 0 {
+		cw := m.ContextWindow
+		o.ContextWindow = &cw
+	}
+	if m.MaxOutputTokens > 0 {
+		mo := m.MaxOutputTokens
+		o.MaxOutputTokens = &mo
+	}
+	return o
 }
 
 func (s *Server) listModels(c echo.Context) error {
@@ -330,14 +362,14 @@ func (s *Server) listModels(c echo.Context) error {
 	data := []modelObject{}
 	allowed := map[string]bool{}
 	for _, m := range s.cfg.Gateway.AllowedModels(p) {
-		data = append(data, modelObject{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+		data = append(data, toModelObject(m))
 		allowed[m.Name] = true
 	}
 	// A route alias is listed when the key may use at least one of its candidates.
 	for _, r := range s.cfg.Gateway.Catalog.Routes() {
 		for _, cand := range r.Candidates {
 			if allowed[cand.Model] {
-				data = append(data, modelObject{ID: r.Name, Object: "model", OwnedBy: "yosan-route"})
+				data = append(data, modelObject{ID: r.Name, Object: "model", OwnedBy: "yosan-route", Route: true})
 				break
 			}
 		}
@@ -353,7 +385,7 @@ func (s *Server) getModel(c echo.Context) error {
 	name := c.Param("model")
 	for _, m := range s.cfg.Gateway.AllowedModels(p) {
 		if m.Name == name {
-			return c.JSON(http.StatusOK, modelObject{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+			return c.JSON(http.StatusOK, toModelObject(m))
 		}
 	}
 	return &app.Error{Code: app.ENOTFOUND, Param: "model", Message: "the model '" + name + "' does not exist or your key's plan does not include it"}

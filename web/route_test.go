@@ -242,3 +242,32 @@ func TestRoutePrivacyAndDowngrade(t *testing.T) {
 		mustAPIError(t, resp, body, 429, "budget_exceeded", "budget_exceeded", "key:"+tn.key, "budget exceeded")
 	})
 }
+
+func TestModelsListRoutesAndLimits(t *testing.T) {
+	f := newRouteFixture(t)
+	tn := f.s.mustTenant(t, "free")
+	resp, body := f.s.do(t, "GET", "/v1/models", tn.secret, "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var out struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]map[string]any{}
+	for _, m := range out.Data {
+		byID[m["id"].(string)] = m
+	}
+	if r, ok := byID["auto"]; !ok || r["owned_by"] != "yosan-route" {
+		t.Errorf("route alias missing or wrong: %v", r)
+	}
+	if _, listed := byID["auto"]["context_window"]; listed {
+		t.Errorf("a route shows limits: %v", byID["auto"])
+	}
+	m := byID["alpha-1"]
+	if cw, present := m["context_window"]; !present || cw != nil || m["max_output_tokens"] != 1000.0 {
+		t.Errorf("alpha-1 limits: %v (an unknown context window is null, not a number)", m)
+	}
+}
