@@ -59,6 +59,10 @@ type Gateway struct {
 	Classify  func(provider string, e *UpstreamError, now time.Time) Classification
 	// QuotaCooldown is how long an exhausted quota without a reset time cools down.
 	QuotaCooldown time.Duration
+	// Limiter bounds the upstream calls in flight per key, org and provider (nil: no limits).
+	Limiter *Limiter
+	// Cache holds the answers of routes that opted into caching (nil: no cache).
+	Cache *ResponseCache
 	// KeyCacheTTL is how long an authenticated key is trusted without a database look-up.
 	// Revocation through this process takes effect at once (ForgetKey); through another
 	// process within the TTL.

@@ -16,6 +16,8 @@ type Route struct {
 	// Downgrade lets a request that does not fit the budget with its candidate fall to the
 	// cheapest candidate that fits (x-yosan-downgraded says so).
 	Downgrade bool
+	// CacheTTL, when set, caches the route's complete answers for that long (opt-in).
+	CacheTTL time.Duration
 }
 
 // Candidate is one model of a route. With When set, the candidate is tried only when the last

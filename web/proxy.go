@@ -112,6 +112,11 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		return err
 	}
 	defer call.Close()
+	release, err := s.acquire(call)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
 	defer cancel()
 	if call.Request.Stream {
@@ -139,6 +144,11 @@ func (s *Server) embeddings(c echo.Context) error {
 		return err
 	}
 	defer call.Close()
+	release, err := s.acquire(call)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
 	defer cancel()
 	resp, err := call.Upstream().Embeddings(ctx, call.UpstreamRequest())

@@ -20,6 +20,7 @@ const (
 	headerRoute      = "x-yosan-route"
 	headerAttempts   = "x-yosan-attempts"
 	headerDowngraded = "x-yosan-downgraded"
+	headerCache      = "x-yosan-cache"
 )
 
 // routeFor returns the route named name when it is a route alias (a plain model name is
@@ -44,6 +45,9 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 	defer cancel()
 	id := c.Response().Header().Get(headerRequestID)
 	c.Response().Header().Set(headerRoute, route.Name)
+	if served, err := s.fromCache(c, p, req, route); served {
+		return err
+	}
 	chain := &app.Chain{Route: route}
 	var skippedErr error = &app.Error{Code: app.ENOTFOUND, Param: "model",
 		Message: "no model of route '" + route.Name + "' can serve this request with your key"}
@@ -180,6 +184,11 @@ func (s *Server) downgrade(ctx context.Context, c echo.Context, id string, p *ap
 // answer (a complete response, or a stream whose first event arrived): err is then the
 // handler's result. Otherwise err is the upstream failure, before anything reached the client.
 func (s *Server) tryCandidate(ctx context.Context, c echo.Context, call *app.Call) (answered bool, err error) {
+	release, err := s.acquire(call)
+	if err != nil {
+		return true, err // the gateway's own limit: answered with 429, nothing to fall back from
+	}
+	defer release()
 	up := call.Upstream()
 	switch {
 	case call.Request.Kind == app.KindEmbedding:
@@ -200,8 +209,94 @@ func (s *Server) tryCandidate(ctx context.Context, c echo.Context, call *app.Cal
 		if err != nil {
 			return false, err
 		}
+		if key, ok := c.Get(cacheKeyCtx).(string); ok {
+			s.cfg.Gateway.Cache.Put(key, app.CachedAnswer{Body: resp.Body, Model: call.Model.Name}, c.Get(cacheTTLCtx).(time.Duration))
+		}
 		return true, s.respond(c, call, resp, nil)
 	}
+}
+
+// acquire takes the call's slots of the concurrency limits (per key, org, provider). The
+// release must run on every exit path; it is idempotent.
+func (s *Server) acquire(call *app.Call) (func(), error) {
+	l := s.cfg.Gateway.Limiter
+	if l == nil {
+		return func() {}, nil
+	}
+	release, err := l.Acquire(call.Principal.Key.ID, call.Principal.Org.ID, call.Model.Provider)
+	if err != nil {
+		call.Release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// Keys of echo's context for a request that may be cached.
+const (
+	cacheKeyCtx = "yosan.cache.key"
+	cacheTTLCtx = "yosan.cache.ttl"
+)
+
+// fromCache answers a request of a caching route from the cache when it can: the key is the
+// org, the route and the normalized request (never shared across orgs), and the key's plan
+// must allow one of the route's candidates. A cached answer costs nothing and says
+// x-yosan-cache: hit. On a miss it leaves the key for tryCandidate to store the answer
+// (streamed answers are not stored: a stream is served from a stored complete answer, tool
+// calls included, never with them dropped).
+func (s *Server) fromCache(c echo.Context, p *app.Principal, req *app.ProxyRequest, route app.Route) (bool, error) {
+	g := s.cfg.Gateway
+	if g.Cache == nil || route.CacheTTL <= 0 || req.Kind != app.KindChat {
+		return false, nil
+	}
+	allowed := false
+	for _, cand := range route.Candidates {
+		if m, ok := g.Catalog.Lookup(cand.Model); ok && app.Usable(m, p, req.Kind) == nil {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return false, nil
+	}
+	key, ok := g.Cache.Key(p.Org.ID+"/"+route.Name, req.Body)
+	if !ok {
+		return false, nil
+	}
+	a, hit := g.Cache.Get(key)
+	if !hit {
+		c.Response().Header().Set(headerCache, "miss")
+		if !req.Stream {
+			c.Set(cacheKeyCtx, key)
+			c.Set(cacheTTLCtx, route.CacheTTL)
+		}
+		return false, nil
+	}
+	h := c.Response().Header()
+	h.Set(headerCache, "hit")
+	h.Set(headerModel, a.Model)
+	h.Set(headerBudgetCurrency, p.Org.Currency)
+	if !req.Stream {
+		return true, c.Blob(http.StatusOK, echo.MIMEApplicationJSON, a.Body)
+	}
+	chunks, err := app.StreamFromCompletion(a.Body)
+	if err != nil {
+		return false, nil // an entry that cannot stream: call upstream as if it missed
+	}
+	w := c.Response()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	for i, ch := range chunks {
+		if i == len(chunks)-1 && !req.IncludeUsage {
+			break // the usage-only chunk, which the caller did not ask for
+		}
+		w.Write(sseData)
+		w.Write(ch)
+		w.Write(sseEnd)
+	}
+	w.Write(sseDone)
+	w.Flush()
+	return true, nil
 }
 
 // classify reads a failed call with the gateway's classifier (every failure is a backend

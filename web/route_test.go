@@ -53,6 +53,7 @@ func newRouteFixture(t *testing.T) *routeFixture {
 			{Name: "strict", Candidates: []app.Candidate{{Model: "alpha-1"}, {Model: "beta-1", When: []app.ErrorClass{app.ClassQuotaExhausted}}}},
 			{Name: "private", Sensitive: true, Candidates: []app.Candidate{{Model: "beta-1"}}},
 			{Name: "thrifty", Downgrade: true, Candidates: []app.Candidate{{Model: "alpha-big"}, {Model: "alpha-1"}}},
+			{Name: "cached", CacheTTL: time.Minute, Candidates: []app.Candidate{{Model: "alpha-1"}}},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -60,6 +61,8 @@ func newRouteFixture(t *testing.T) *routeFixture {
 		c.Cooldowns = f.cooldowns
 		c.Gateway.Cooldowns = f.cooldowns
 		c.Gateway.QuotaCooldown = time.Hour
+		c.Gateway.Cache = app.NewResponseCache(100, 1<<20, time.Now)
+		c.Gateway.Limiter = app.NewLimiter(app.Limits{PerProvider: map[string]int{"beta": 1}})
 		c.Gateway.Classify = func(provider string, e *app.UpstreamError, now time.Time) app.Classification {
 			return classify.Classify(classify.Kind("openai"), e, now)
 		}
@@ -270,4 +273,61 @@ func TestModelsListRoutesAndLimits(t *testing.T) {
 	if cw, present := m["context_window"]; !present || cw != nil || m["max_output_tokens"] != 1000.0 {
 		t.Errorf("alpha-1 limits: %v (an unknown context window is null, not a number)", m)
 	}
+}
+
+func TestRouteCacheAndLimits(t *testing.T) {
+	f := newRouteFixture(t)
+	tn := f.s.mustTenant(t, "free")
+	other := f.s.mustTenant(t, "free")
+	rows := func() int {
+		var n int
+		if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Run("HitCostsNothing", func(t *testing.T) {
+		resp, body := f.chat(t, tn.secret, "cached", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-cache") != "miss" {
+			t.Fatalf("first: %d %s %v", resp.StatusCode, body, resp.Header)
+		}
+		calls, ledger := f.alpha.ChatRequests(), rows()
+		resp, again := f.chat(t, tn.secret, "cached", false)
+		if resp.StatusCode != 200 || resp.Header.Get("x-yosan-cache") != "hit" || string(again) != string(body) {
+			t.Fatalf("second: %d %v\n%s\n%s", resp.StatusCode, resp.Header, again, body)
+		}
+		if f.alpha.ChatRequests() != calls || rows() != ledger {
+			t.Errorf("a cache hit called the upstream (%d) or wrote the ledger (%d)", f.alpha.ChatRequests()-calls, rows()-ledger)
+		}
+		// A stream of the same request is served from the stored answer.
+		resp, sse := f.chat(t, tn.secret, "cached", true)
+		if resp.Header.Get("x-yosan-cache") != "hit" || !strings.Contains(string(sse), `"object":"chat.completion.chunk"`) ||
+			!strings.HasSuffix(string(sse), "data: [DONE]\n\n") || strings.Contains(string(sse), `"usage":{`) {
+			t.Errorf("stream from the cache: %v\n%s", resp.Header, sse)
+		}
+		// Another org never shares the entry.
+		if resp, _ := f.chat(t, other.secret, "cached", false); resp.Header.Get("x-yosan-cache") != "miss" {
+			t.Errorf("another org got %q", resp.Header.Get("x-yosan-cache"))
+		}
+	})
+	t.Run("ConcurrencyLimit", func(t *testing.T) {
+		f.beta.Enqueue(openaifake.Response{Kind: openaifake.Hang})
+		done := make(chan int)
+		go func() {
+			resp, _ := f.chat(t, tn.secret, "private", false)
+			done <- resp.StatusCode
+		}()
+		// Wait until the first call is in flight at beta.
+		for deadline := time.Now().Add(5 * time.Second); f.beta.ChatRequests() == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		resp, body := f.chat(t, tn.secret, "private", false)
+		mustAPIError(t, resp, body, 429, "rate_limit_error", "concurrency_limit", nil, "")
+		f.beta.Close() // ends the hanging call
+		<-done
+		// Released on that exit path too.
+		if inflight := f.s.gw.Limiter.InFlight(); len(inflight) != 0 {
+			t.Errorf("slots still held after the calls ended: %v", inflight)
+		}
+	})
 }

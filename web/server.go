@@ -169,6 +169,8 @@ func statusOf(code string) (int, string, string) {
 		return http.StatusServiceUnavailable, "service_unavailable", "ledger_unavailable"
 	case app.ERATELIMIT:
 		return http.StatusTooManyRequests, "rate_limit_error", "rate_limited"
+	case app.ECONCURRENCY:
+		return http.StatusTooManyRequests, "rate_limit_error", "concurrency_limit"
 	}
 	return http.StatusInternalServerError, "server_error", "internal_error"
 }

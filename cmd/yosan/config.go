@@ -40,6 +40,19 @@ type fileConfig struct {
 	Plans           []planConf     `yaml:"plans"`
 	Routes          []routeConf    `yaml:"routes"`
 	QuotaCooldown   string         `yaml:"quota_cooldown"`
+	Limits          limitsConf     `yaml:"limits"`
+	ResponseCache   cacheConf      `yaml:"response_cache"`
+}
+
+type limitsConf struct {
+	PerKey      int            `yaml:"per_key"`
+	PerOrg      int            `yaml:"per_org"`
+	PerProvider map[string]int `yaml:"per_provider"`
+}
+
+type cacheConf struct {
+	MaxEntries int   `yaml:"max_entries"`
+	MaxBytes   int64 `yaml:"max_bytes"`
 }
 
 type routeConf struct {
@@ -48,6 +61,10 @@ type routeConf struct {
 	// Privacy "sensitive" restricts the route to local backends.
 	Privacy   string `yaml:"privacy"`
 	Downgrade bool   `yaml:"downgrade"`
+	// Cache, when set, caches the route's complete answers: {ttl: 10m}.
+	Cache *struct {
+		TTL string `yaml:"ttl"`
+	} `yaml:"cache"`
 }
 
 type candidateConf struct {
@@ -189,6 +206,11 @@ type Config struct {
 	Routes []app.Route
 	// QuotaCooldown is how long an exhausted quota without a reset time cools down.
 	QuotaCooldown time.Duration
+	// Limits bound the upstream calls in flight (per gateway process).
+	Limits app.Limits
+	// CacheEntries and CacheBytes bound the response cache of routes that opt in.
+	CacheEntries int
+	CacheBytes   int64
 }
 
 // AlertsConfig is the validated alerts section.
@@ -433,6 +455,28 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 	}
 	cfg.QuotaCooldown = duration(bad, "quota_cooldown", fc.QuotaCooldown, time.Hour, time.Second)
 	cfg.Routes = loadRoutes(bad, fc.Routes, names)
+	cfg.Limits = app.Limits{PerKey: fc.Limits.PerKey, PerOrg: fc.Limits.PerOrg, PerProvider: fc.Limits.PerProvider}
+	if fc.Limits.PerKey < 0 || fc.Limits.PerOrg < 0 {
+		bad("limits.per_key and limits.per_org must be 0 (unlimited) or more")
+	}
+	for name, n := range fc.Limits.PerProvider {
+		if !provs[name] {
+			bad("limits.per_provider: provider %q is not defined under providers", name)
+		}
+		if n < 0 {
+			bad("limits.per_provider.%s must be 0 (unlimited) or more", name)
+		}
+	}
+	cfg.CacheEntries, cfg.CacheBytes = fc.ResponseCache.MaxEntries, fc.ResponseCache.MaxBytes
+	if cfg.CacheEntries == 0 {
+		cfg.CacheEntries = 10_000
+	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 64 << 20
+	}
+	if cfg.CacheEntries < 0 || cfg.CacheBytes < 0 {
+		bad("response_cache.max_entries and max_bytes must be positive")
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  - %s", strings.Join(errs, "\n  - "))
 	}
@@ -464,6 +508,12 @@ func loadRoutes(bad func(string, ...any), rs []routeConf, models map[string]bool
 		}
 		seen[r.Name] = true
 		route := app.Route{Name: r.Name, Sensitive: r.Privacy == "sensitive", Downgrade: r.Downgrade}
+		if r.Cache != nil {
+			route.CacheTTL = duration(bad, where+": cache.ttl", r.Cache.TTL, 0, time.Second)
+			if route.CacheTTL == 0 {
+				bad("%s: cache.ttl is required, such as 10m", where)
+			}
+		}
 		if r.Privacy != "" && r.Privacy != "sensitive" {
 			bad("%s: privacy must be sensitive (or absent), got %q", where, r.Privacy)
 		}

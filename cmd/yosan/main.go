@@ -104,6 +104,8 @@ func serve(log *slog.Logger) error {
 		GlobalCurrency: cfg.GlobalCurrency, GlobalLocation: cfg.GlobalLocation, KeyCacheTTL: cfg.KeyCacheTTL,
 		AsyncSettle: cfg.SettleAsync, QuotaCooldown: cfg.QuotaCooldown,
 	}
+	gw.Limiter = app.NewLimiter(cfg.Limits)
+	gw.Cache = app.NewResponseCache(cfg.CacheEntries, cfg.CacheBytes, time.Now)
 	cooldowns := &db.Cooldowns{DB: d}
 	gw.Cooldowns = cooldowns
 	gw.Classify = classifier(cfg)
