@@ -31,6 +31,7 @@ test: check-templ ## go vet + go test -race against a real PostgreSQL (private c
 	export YOSAN_STRIPE_MOCK="$${YOSAN_STRIPE_MOCK:-$$(scripts/test-peer.sh stripe-mock)}"; \
 	export YOSAN_CHROMIUM="$${YOSAN_CHROMIUM:-$$(scripts/chromium.sh)}"; \
 	scripts/pdf-deps.sh; \
+	scripts/node-deps.sh; \
 	echo "YOSAN_TEST_DATABASE_URL=$$url"; \
 	echo "== go vet ./..."; $(GO) vet ./...; \
 	echo "== go test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
