@@ -13,6 +13,7 @@ import (
 
 	"yosan/app"
 	"yosan/providers/openai"
+	"yosan/providers/upstream"
 )
 
 // Stream is an open Messages stream, read as OpenAI chat.completion.chunk events. It is not
@@ -26,8 +27,8 @@ type Stream struct {
 	ctx    context.Context
 	resp   *http.Response
 	r      *bufio.Reader
-	line   []byte // holds a line longer than the reader's buffer
-	err    error  // sticky: once set, Next returns it
+	lines  upstream.LineReader
+	err    error // sticky: once set, Next returns it
 	closed bool
 
 	pending []app.StreamChunk // chunks made by one event, returned one per Next
@@ -45,7 +46,7 @@ type Stream struct {
 func (c *Client) newStream(ctx context.Context, resp *http.Response, model string) *Stream {
 	r := c.readers.Get().(*bufio.Reader)
 	r.Reset(resp.Body)
-	return &Stream{c: c, ctx: ctx, resp: resp, r: r, model: model, created: c.now().Unix()}
+	return &Stream{c: c, ctx: ctx, resp: resp, r: r, lines: upstream.LineReader{R: r, Max: MaxEventSize}, model: model, created: c.now().Unix()}
 }
 
 // Close closes the response body; it is safe to call more than once.
@@ -272,7 +273,7 @@ func (s *Stream) readEvent() ([]byte, error) {
 	var data []byte
 	hasData := false
 	for {
-		line, err := s.readLine()
+		line, err := s.lines.ReadLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if hasData {
@@ -280,7 +281,7 @@ func (s *Stream) readEvent() ([]byte, error) {
 				}
 				return nil, &app.UpstreamError{Provider: s.c.name, Header: s.resp.Header, Err: ErrStreamBroken}
 			}
-			if errors.Is(err, errTooLarge) {
+			if errors.Is(err, upstream.ErrTooLarge) {
 				return nil, &app.UpstreamError{Provider: s.c.name, Header: s.resp.Header, Err: fmt.Errorf("%w: event line over %d bytes", ErrBadResponse, MaxEventSize)}
 			}
 			return nil, s.c.transportError(s.ctx, fmt.Errorf("read stream: %w", err))
@@ -311,38 +312,4 @@ func (s *Stream) readEvent() ([]byte, error) {
 			hasData = true
 		}
 	}
-}
-
-// readLine returns the next line without its line ending; the slice is valid until the next
-// read.
-func (s *Stream) readLine() ([]byte, error) {
-	line, err := s.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		s.line = append(s.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = s.r.ReadSlice('\n')
-			if len(s.line)+len(line) > MaxEventSize {
-				return nil, errTooLarge
-			}
-			s.line = append(s.line, line...)
-		}
-		line = s.line
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			return trimEOL(line), nil // the last line had no newline; EOF comes next
-		}
-		return nil, err
-	}
-	return trimEOL(line), nil
-}
-
-func trimEOL(line []byte) []byte {
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		line = line[:n-1]
-	}
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line
 }

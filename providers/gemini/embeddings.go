@@ -8,6 +8,7 @@ import (
 
 	"yosan/app"
 	"yosan/providers/openai"
+	"yosan/providers/upstream"
 )
 
 type embedRequest struct {
@@ -68,7 +69,7 @@ func (c *Client) Embeddings(ctx context.Context, req *app.ProviderRequest) (*app
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := readAll(resp.Body, resp.ContentLength, MaxResponseBody)
+	b, err := upstream.ReadAll(resp.Body, resp.ContentLength, MaxResponseBody)
 	if err != nil {
 		return nil, c.transportError(ctx, fmt.Errorf("read answer: %w", err))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"yosan/app"
 	"yosan/providers/openai"
+	"yosan/providers/upstream"
 )
 
 // Stream is an open streamGenerateContent?alt=sse answer, read as OpenAI chat.completion.chunk
@@ -26,7 +27,7 @@ type Stream struct {
 	ctx     context.Context
 	resp    *http.Response
 	r       *bufio.Reader
-	line    []byte // holds a line longer than the reader's buffer
+	lines   upstream.LineReader
 	model   string
 	id      string
 	created int64
@@ -49,8 +50,9 @@ type choiceState struct {
 }
 
 func newStream(ctx context.Context, c *Client, resp *http.Response, model string) *Stream {
+	r := bufio.NewReaderSize(resp.Body, 32<<10)
 	return &Stream{
-		c: c, ctx: ctx, resp: resp, r: bufio.NewReaderSize(resp.Body, 32<<10),
+		c: c, ctx: ctx, resp: resp, r: r, lines: upstream.LineReader{R: r, Max: MaxEventSize},
 		model: model, id: "chatcmpl-gemini", created: c.now().Unix(), choices: map[int]*choiceState{},
 	}
 }
@@ -260,7 +262,7 @@ func (s *Stream) readEvent() ([]byte, error) {
 	var data []byte
 	hasData := false
 	for {
-		line, err := s.readLine()
+		line, err := s.lines.ReadLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if hasData && string(data) != "[DONE]" {
@@ -268,7 +270,7 @@ func (s *Stream) readEvent() ([]byte, error) {
 				}
 				return nil, io.EOF
 			}
-			if errors.Is(err, errTooLarge) {
+			if errors.Is(err, upstream.ErrTooLarge) {
 				return nil, &app.UpstreamError{Provider: s.c.name, Header: s.resp.Header, Err: fmt.Errorf("%w: event line over %d bytes", ErrBadResponse, MaxEventSize)}
 			}
 			return nil, s.c.transportError(s.ctx, fmt.Errorf("read stream: %w", err))
@@ -301,38 +303,4 @@ func (s *Stream) readEvent() ([]byte, error) {
 			hasData = true
 		}
 	}
-}
-
-// readLine returns the next line without its line ending ("\n" or "\r\n": Gemini ends its
-// events with "\r\n\r\n"); the slice is valid until the next read.
-func (s *Stream) readLine() ([]byte, error) {
-	line, err := s.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		s.line = append(s.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = s.r.ReadSlice('\n')
-			if len(s.line)+len(line) > MaxEventSize {
-				return nil, errTooLarge
-			}
-			s.line = append(s.line, line...)
-		}
-		line = s.line
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			return trimEOL(line), nil // the last line had no newline; EOF comes next
-		}
-		return nil, err
-	}
-	return trimEOL(line), nil
-}
-
-func trimEOL(line []byte) []byte {
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		line = line[:n-1]
-	}
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line
 }

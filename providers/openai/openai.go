@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"yosan/app"
+	"yosan/providers/upstream"
 )
 
 // Limits on what the client reads.
@@ -101,7 +101,7 @@ func (c *Client) call(ctx context.Context, url string, body []byte) (*app.Provid
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := readAll(resp.Body, resp.ContentLength, MaxResponseBody)
+	b, err := upstream.ReadAll(resp.Body, resp.ContentLength, MaxResponseBody)
 	if err != nil {
 		return nil, c.transportError(ctx, fmt.Errorf("read answer: %w", err))
 	}
@@ -131,7 +131,7 @@ func (c *Client) ChatCompletionStream(ctx context.Context, req *app.ProviderRequ
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
 		// Some compatible servers answer a stream request with a plain JSON error and HTTP 200.
 		defer resp.Body.Close()
-		b, _ := readAll(resp.Body, -1, MaxErrorBody)
+		b, _ := upstream.ReadAll(resp.Body, -1, MaxErrorBody)
 		return nil, &app.UpstreamError{Provider: c.name, Header: resp.Header, Body: b, Err: fmt.Errorf("%w: JSON instead of an event stream", ErrBadResponse)}
 	}
 	return newStream(ctx, c, resp), nil
@@ -157,9 +157,7 @@ func (c *Client) do(ctx context.Context, url string, body []byte, stream bool) (
 		return nil, c.transportError(ctx, fmt.Errorf("send request: %w", err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		b, _ := readAll(resp.Body, resp.ContentLength, MaxErrorBody) // what arrived is enough
-		return nil, &app.UpstreamError{Provider: c.name, Status: resp.StatusCode, Header: resp.Header, Body: b}
+		return nil, upstream.StatusError(c.name, resp, MaxErrorBody)
 	}
 	return resp, nil
 }
@@ -167,39 +165,7 @@ func (c *Client) do(ctx context.Context, url string, body []byte, stream bool) (
 // transportError wraps a failure to talk to the upstream; Timeout tells a deadline (the call's
 // context or a network timeout) from other failures.
 func (c *Client) transportError(ctx context.Context, err error) *app.UpstreamError {
-	var ne net.Error
-	timeout := errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
-		(errors.As(err, &ne) && ne.Timeout())
-	return &app.UpstreamError{Provider: c.name, Timeout: timeout, Err: err}
-}
-
-var errTooLarge = errors.New("answer too large")
-
-// readAll reads r up to max bytes into one buffer sized from the Content-Length when known.
-// For more than max bytes it returns the first max and errTooLarge.
-func readAll(r io.Reader, size int64, max int) ([]byte, error) {
-	var b []byte
-	if size >= 0 && size <= int64(max) {
-		b = make([]byte, 0, size+1) // +1: see EOF without growing
-	} else {
-		b = make([]byte, 0, 4096)
-	}
-	for {
-		if len(b) == cap(b) {
-			b = slices.Grow(b, min(cap(b), max+1-len(b)))
-		}
-		n, err := r.Read(b[len(b):min(cap(b), max+1)])
-		b = b[:len(b)+n]
-		if len(b) > max {
-			return b[:max], errTooLarge
-		}
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
+	return upstream.TransportError(c.name, ctx, err)
 }
 
 func limit(b []byte) []byte {

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"yosan/app"
+	"yosan/providers/upstream"
 )
 
 // readerPool recycles the stream readers: one per open stream would otherwise be 32 KiB of
@@ -26,15 +27,15 @@ type Stream struct {
 	ctx    context.Context
 	resp   *http.Response
 	r      *bufio.Reader
-	line   []byte // holds a line longer than the reader's buffer
-	err    error  // sticky: once set, Next returns it
+	lines  upstream.LineReader
+	err    error // sticky: once set, Next returns it
 	closed bool
 }
 
 func newStream(ctx context.Context, c *Client, resp *http.Response) *Stream {
 	r := readerPool.Get().(*bufio.Reader)
 	r.Reset(resp.Body)
-	return &Stream{c: c, ctx: ctx, resp: resp, r: r}
+	return &Stream{c: c, ctx: ctx, resp: resp, r: r, lines: upstream.LineReader{R: r, Max: MaxEventSize}}
 }
 
 // Close closes the response body; it is safe to call more than once.
@@ -79,7 +80,7 @@ func (s *Stream) readEvent() ([]byte, error) {
 	var data []byte
 	hasData := false
 	for {
-		line, err := s.readLine()
+		line, err := s.lines.ReadLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if hasData && string(data) == "[DONE]" {
@@ -90,7 +91,7 @@ func (s *Stream) readEvent() ([]byte, error) {
 				}
 				return nil, &app.UpstreamError{Provider: s.c.name, Header: s.resp.Header, Err: ErrStreamBroken}
 			}
-			if errors.Is(err, errTooLarge) {
+			if errors.Is(err, upstream.ErrTooLarge) {
 				return nil, &app.UpstreamError{Provider: s.c.name, Header: s.resp.Header, Err: fmt.Errorf("%w: event line over %d bytes", ErrBadResponse, MaxEventSize)}
 			}
 			return nil, s.c.transportError(s.ctx, fmt.Errorf("read stream: %w", err))
@@ -123,40 +124,6 @@ func (s *Stream) readEvent() ([]byte, error) {
 			hasData = true
 		}
 	}
-}
-
-// readLine returns the next line without its line ending; the slice is valid until the next
-// read.
-func (s *Stream) readLine() ([]byte, error) {
-	line, err := s.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		s.line = append(s.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = s.r.ReadSlice('\n')
-			if len(s.line)+len(line) > MaxEventSize {
-				return nil, errTooLarge
-			}
-			s.line = append(s.line, line...)
-		}
-		line = s.line
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			return trimEOL(line), nil // the last line had no newline; EOF comes next
-		}
-		return nil, err
-	}
-	return trimEOL(line), nil
-}
-
-func trimEOL(line []byte) []byte {
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		line = line[:n-1]
-	}
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line
 }
 
 // chunkJSON is the part of a chat.completion.chunk the gateway reads.
