@@ -2,9 +2,11 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -145,4 +147,68 @@ func (w *messagesWriter) finish() {
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	w.ResponseWriter.WriteHeader(status)
 	_, _ = w.ResponseWriter.Write(body)
+}
+
+// countTokens answers POST /v1/messages/count_tokens (Anthropic's token counter, which Claude
+// Code calls before requests) with the gateway's own estimate of the input: the same count it
+// reserves with (a real tokenizer for OpenAI model families, an estimate that errs high
+// otherwise). It calls no upstream and reserves nothing.
+func (s *Server) countTokens(c echo.Context) error {
+	n, err := s.serveCountTokens(c)
+	if err != nil {
+		// The error goes out in the Messages shape, through the translating writer.
+		res := c.Response()
+		w := &messagesWriter{ResponseWriter: res.Writer, log: s.cfg.Log}
+		res.Writer = w
+		s.handleError(err, c)
+		w.finish()
+		res.Writer = w.ResponseWriter
+		return nil
+	}
+	return c.JSONBlob(http.StatusOK, []byte(`{"input_tokens":`+strconv.FormatInt(n, 10)+`}`))
+}
+
+func (s *Server) serveCountTokens(c echo.Context) (int64, error) {
+	r := c.Request()
+	if key := strings.TrimSpace(r.Header.Get("x-api-key")); key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	p, err := s.authenticate(c)
+	if err != nil {
+		return 0, err
+	}
+	body, err := s.readBody(r)
+	if err != nil {
+		return 0, err
+	}
+	// count_tokens takes a Messages body without max_tokens: give it one to translate.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return 0, app.Errorf(app.EINVALID, "invalid JSON body: %s", jsonProblem(err))
+	}
+	if _, ok := fields["max_tokens"]; !ok {
+		fields["max_tokens"] = json.RawMessage("1")
+	}
+	delete(fields, "stream")
+	body, _ = json.Marshal(fields)
+	translated, err := anthropic.OpenAIRequestFromMessages(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := app.ParseChatRequest(translated)
+	if err != nil {
+		return 0, err
+	}
+	model := req.Model
+	if route, ok := s.routeFor(req.Model); ok && len(route.Candidates) > 0 {
+		model = route.Candidates[0].Model
+	}
+	m, ok := s.cfg.Gateway.Catalog.Lookup(model)
+	if !ok {
+		return 0, &app.Error{Code: app.ENOTFOUND, Param: "model", Message: "the model '" + req.Model + "' does not exist"}
+	}
+	if err := app.Usable(m, p, app.KindChat); err != nil {
+		return 0, err
+	}
+	return s.cfg.Gateway.Counter.CountText(m.UpstreamName, req.Text) + req.ExtraInputTokens, nil
 }

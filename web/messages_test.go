@@ -413,3 +413,41 @@ func TestMessagesErrors(t *testing.T) {
 		}
 	})
 }
+
+func TestMessagesCountTokens(t *testing.T) {
+	s := mustServer(t)
+	tn := s.mustTenant(t, "free")
+	send := func(key, body string) (*http.Response, []byte) {
+		req, err := http.NewRequest("POST", s.url+"/v1/messages/count_tokens", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		return s.send(t, req)
+	}
+	short := `{"model":"demo-mini","messages":[{"role":"user","content":"Hi"}]}`
+	long := `{"model":"demo-mini","system":"You are careful.","messages":[{"role":"user","content":"` + strings.Repeat("budget ", 200) + `"}]}`
+	resp, b := send(tn.secret, short)
+	var small, big struct {
+		InputTokens int64 `json:"input_tokens"`
+	}
+	if err := json.Unmarshal(b, &small); resp.StatusCode != 200 || err != nil || small.InputTokens <= 0 {
+		t.Fatalf("count: %d %s", resp.StatusCode, b)
+	}
+	resp, b = send(tn.secret, long)
+	if err := json.Unmarshal(b, &big); resp.StatusCode != 200 || err != nil || big.InputTokens < small.InputTokens+150 {
+		t.Fatalf("count of a long prompt: %d %s (short was %d)", resp.StatusCode, b, small.InputTokens)
+	}
+	if n := s.sumReserved(t); n != 0 {
+		t.Errorf("counting reserved %d", n)
+	}
+	resp, b = send("ysk-wrong", short)
+	if resp.StatusCode != 401 || !strings.Contains(string(b), `"type":"authentication_error"`) {
+		t.Errorf("bad key: %d %s", resp.StatusCode, b)
+	}
+	resp, b = send(tn.secret, `{"model":"nope","messages":[{"role":"user","content":"Hi"}]}`)
+	if resp.StatusCode != 404 || !strings.Contains(string(b), `"type":"not_found_error"`) {
+		t.Errorf("unknown model: %d %s", resp.StatusCode, b)
+	}
+}

@@ -93,6 +93,7 @@ func New(cfg Config) *Server {
 	v1 := e.Group("/v1")
 	v1.POST("/chat/completions", s.chatCompletions)
 	v1.POST("/messages", s.messages)
+	v1.POST("/messages/count_tokens", s.countTokens)
 	v1.POST("/embeddings", s.embeddings)
 	v1.GET("/models", s.listModels)
 	v1.GET("/models/:model", s.getModel)
