@@ -108,6 +108,9 @@ type ReserveRequest struct {
 	EstInputTokens  int64
 	MaxOutputTokens int64
 	Deadline        time.Time
+	// Quotas are the provider quota windows the request takes, admitted in the same
+	// transaction as the money (all or nothing).
+	Quotas []QuotaClaim
 }
 
 // Reservation is a ledger row.
@@ -138,6 +141,8 @@ type Reservation struct {
 	Deadline        time.Time         `json:"deadline"`
 	CreatedAt       time.Time         `json:"created_at"`
 	SettledAt       *time.Time        `json:"settled_at"`
+	// QuotaIDs are the provider quota window rows the reservation holds.
+	QuotaIDs []int64 `json:"quota_ids"`
 }
 
 // Settlement finishes one pending reservation: commit with the actual cost, or release.
@@ -156,6 +161,9 @@ type Settlement struct {
 	// LockIDs lists every budget row the reservation charged (Reservation.LockIDs), so the
 	// settlement can lock them in the global order before touching the ledger row.
 	LockIDs []int64
+	// QuotaIDs lists the quota window rows the reservation holds (Reservation.QuotaIDs),
+	// locked after the budget rows, in id order too.
+	QuotaIDs []int64
 }
 
 // LockIDs returns every budget row id the reservation charged, the global one included.
@@ -185,6 +193,9 @@ type ReserveResult struct {
 	Duplicate bool
 	// FullNode names the first node (in the request's order) that had no room.
 	FullNode Node
+	// FullQuota is the first quota window without room, when the budgets had room but a
+	// window did not (nil otherwise).
+	FullQuota *QuotaClaim
 	// Reservation is the row (when admitted or duplicate).
 	Reservation Reservation
 	// Remaining is the room left on the tightest capped org-currency node after this

@@ -20,6 +20,8 @@ type CatalogModel struct {
 	// Local is true for a model on a local backend (a provider marked local: true): the only
 	// kind a privacy: sensitive route may use.
 	Local bool
+	// Quota holds the provider's rate windows for this model (nil: none configured).
+	Quota *Quota
 }
 
 // PriceAt returns the price in force at t.

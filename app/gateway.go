@@ -249,6 +249,12 @@ func (g *Gateway) PrepareModel(ctx context.Context, requestID string, p *Princip
 		GlobalAmount: c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.GlobalRate),
 		Model:        m.Name, Provider: m.Provider, UpstreamModel: m.UpstreamName, USDJPY: usdJPY,
 		EstInputTokens: c.EstInput, MaxOutputTokens: c.MaxOutput, Deadline: c.Deadline,
+		Quotas: m.Quota.Claims(m.Provider, m.UpstreamName, now, c.EstInput+c.MaxOutput),
+	}
+	for _, q := range rr.Quotas {
+		if q.Amount > q.Limit {
+			return nil, quotaError(&QuotaFull{Claim: q, TooLarge: true}, m.Name, now)
+		}
 	}
 	if rr.Amount > MaxReservation || rr.GlobalAmount > MaxReservation {
 		return nil, &Error{Code: EINVALID, Param: "max_tokens", Message: "this request's worst-case cost (" + FormatMoney(rr.Amount) + " " +
@@ -264,6 +270,9 @@ func (g *Gateway) PrepareModel(ctx context.Context, requestID string, p *Princip
 	if !res.Admitted || res.Duplicate {
 		if res.Duplicate {
 			return nil, Errorf(ECONFLICT, "request id %s was already used", requestID)
+		}
+		if res.FullQuota != nil {
+			return nil, quotaError(&QuotaFull{Claim: *res.FullQuota}, m.Name, now)
 		}
 		return nil, &Error{Code: EBUDGET, Node: res.FullNode.String(), Message: "budget exceeded: the " + string(res.FullNode.Kind) +
 			" budget (" + res.FullNode.String() + ") has no room for this request's worst-case cost of " +
@@ -391,6 +400,7 @@ func (c *Call) finish(s Settlement) {
 	c.settled = true
 	c.mu.Unlock()
 	s.LockIDs = c.Reservation.LockIDs()
+	s.QuotaIDs = c.Reservation.QuotaIDs
 	if c.g.AsyncSettle {
 		c.g.settleAsync(s)
 		return

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -18,6 +19,14 @@ type Route struct {
 	Downgrade bool
 	// CacheTTL, when set, caches the route's complete answers for that long (opt-in).
 	CacheTTL time.Duration
+	// Implicit marks the one-candidate chain of a model asked for by its own name: it is
+	// retried and honours cooldowns like a route's candidate, and its errors name the model.
+	Implicit bool
+}
+
+// ModelRoute is the implicit route of a model asked for by name.
+func ModelRoute(model string) Route {
+	return Route{Name: model, Candidates: []Candidate{{Model: model}}, Implicit: true}
 }
 
 // Candidate is one model of a route. With When set, the candidate is tried only when the last
@@ -239,6 +248,29 @@ func (ch *Chain) Err(now time.Time, skippedErr error) error {
 		}
 	}
 	last := ch.Failures[len(ch.Failures)-1]
+	var qf *QuotaFull
+	if ch.Route.Implicit {
+		// One model, asked for by name: say what happened to it.
+		var e *Error
+		switch {
+		case errors.As(last.Err, &qf) && errors.As(last.Err, &e):
+			return e // the gateway's own quota window, with its reset
+		case allTooLarge:
+			return &Error{Code: EINVALID, Param: "messages", Message: "request_too_large: the request is too large for the model '" +
+				ch.Route.Name + "' (" + last.Cls.Message + ")", Err: last.Err}
+		case quota:
+			e := &Error{Code: ERATELIMIT, Message: "the model '" + ch.Route.Name + "' is rate limited or out of quota at its provider; retry later", Err: last.Err}
+			if !reset.IsZero() {
+				e.RetryAfter = reset.Sub(now)
+			}
+			return e
+		}
+		msg := "the model '" + ch.Route.Name + "' is unavailable (" + string(last.Cls.Class) + ")"
+		if last.Err == nil && last.Cls.Message != "" {
+			msg += ": " + last.Cls.Message // a cooldown
+		}
+		return &Error{Code: EUPSTREAM, Message: msg, Err: last.Err}
+	}
 	switch {
 	case allTooLarge:
 		return &Error{Code: EINVALID, Param: "messages", Message: "request_too_large: the request is too large for every candidate of '" +

@@ -33,7 +33,8 @@ type LedgerConfig struct {
 type Ledger struct {
 	db  *DB
 	cfg LedgerConfig
-	ids sync.Map // budgetKey -> int64
+	ids  sync.Map // budgetKey -> int64
+	qids quotaIDCache
 
 	reserveCh chan *reserveCall
 	settleCh  chan *settleCall
@@ -45,6 +46,7 @@ type reserveCall struct {
 	req   app.ReserveRequest
 	ids   []int64 // org-currency budget rows, same order as req.Nodes
 	gid   int64   // global budget row, 0 when none
+	qids  []int64 // quota window rows, same order as req.Quotas
 	res   app.ReserveResult
 	err   error
 	ready chan struct{}
@@ -157,6 +159,9 @@ func (l *Ledger) Reserve(ctx context.Context, req app.ReserveRequest) (app.Reser
 		}
 		c.gid = gids[0]
 	}
+	if c.qids, err = l.quotaIDs(ctx, req.Quotas); err != nil {
+		return app.ReserveResult{}, fmt.Errorf("reserve: %w", err)
+	}
 	if l.stopped() {
 		return app.ReserveResult{}, app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
 	}
@@ -228,25 +233,44 @@ func (l *Ledger) batchTx(rs []*reserveCall, ss []*settleCall) error {
 			idSet[id] = struct{}{}
 		}
 	}
-	all := make([]int64, 0, len(idSet))
-	for id := range idSet {
-		all = append(all, id)
+	all := sortedIDs(idSet)
+	// Quota windows come after every budget row in the lock order, also by id.
+	rq, sq := make(map[int64]struct{}), make(map[int64]struct{})
+	for _, c := range rs {
+		for _, id := range c.qids {
+			rq[id] = struct{}{}
+			sq[id] = struct{}{}
+		}
 	}
-	slices.Sort(all)
+	for _, c := range ss {
+		for _, id := range c.s.QuotaIDs {
+			sq[id] = struct{}{}
+		}
+	}
+	reserveQuota := sortedIDs(rq)
+	lockQuota := len(ss) > 0 && len(sq) > 0
 
 	b := &pgx.Batch{}
 	if len(ss) > 0 {
 		// reserve_batch locks the same rows in the same order by itself; settlements
 		// need them locked before they touch the first ledger row.
 		b.Queue(`SELECT id FROM budgets WHERE id = ANY($1) ORDER BY id FOR UPDATE`, all)
+		if lockQuota {
+			b.Queue(`SELECT id FROM quota_windows WHERE id = ANY($1) ORDER BY id FOR UPDATE`, sortedIDs(sq))
+		}
 	}
 	readSettle := l.queueSettle(b, ss)
-	readReserve := l.queueReserve(b, rs, all)
+	readReserve := l.queueReserve(b, rs, all, reserveQuota)
 	br := l.db.Pool.SendBatch(ctx, b)
 	defer br.Close()
 	if len(ss) > 0 {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("lock budgets: %w", err)
+		}
+		if lockQuota {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock quota windows: %w", err)
+			}
 		}
 	}
 	if err := readSettle(br); err != nil {
@@ -259,7 +283,7 @@ func (l *Ledger) batchTx(rs []*reserveCall, ss []*settleCall) error {
 }
 
 // queueReserve queues the reserve_batch call for rs and returns the reader of its answer.
-func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids []int64) func(pgx.BatchResults) error {
+func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids, qids []int64) func(pgx.BatchResults) error {
 	if len(batch) == 0 {
 		return func(pgx.BatchResults) error { return nil }
 	}
@@ -282,10 +306,10 @@ func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids []int64) f
 	b.Queue(`SELECT idx, outcome, full_bid, remaining, capped, status FROM reserve_batch($18::bigint[],
 			$1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bigint[],
 			$9::bigint[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bigint[],
-			$16::timestamptz[], $17::timestamptz)`,
+			$16::timestamptz[], $17::timestamptz, $19::bigint[], $20::text[], $21::text[], $22::text[])`,
 		in.requestIDs, in.orgIDs, in.keyIDs, in.periods, in.currencies, in.amounts, in.budgetIDs, in.globalIDs,
 		in.globalAmounts, in.models, in.providers, in.upstreamModels, in.fx, in.estInput, in.maxOutput,
-		in.deadlines, now, ids)
+		in.deadlines, now, ids, qids, in.quotaIDs, in.quotaAmounts, in.quotaCaps)
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
@@ -314,6 +338,12 @@ func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids []int64) f
 				}
 			case "full":
 				c.res = app.ReserveResult{FullNode: c.nodeOf(fullBID)}
+			case "quota":
+				q, ok := c.quotaOf(fullBID)
+				if !ok {
+					return fmt.Errorf("reserve batch: full quota row %v is not among the request's", fullBID)
+				}
+				c.res = app.ReserveResult{FullQuota: &q}
 			case "duplicate":
 				st := app.StatusPending
 				if status != nil {
@@ -343,13 +373,35 @@ func (c *reserveCall) reservation(now time.Time) app.Reservation {
 		Status: app.StatusPending, Currency: c.req.Currency, Amount: c.req.Amount, BudgetIDs: c.ids,
 		GlobalAmount: c.req.GlobalAmount, Model: c.req.Model, Provider: c.req.Provider,
 		UpstreamModel: c.req.UpstreamModel, USDJPY: c.req.USDJPY, EstInputTokens: c.req.EstInputTokens,
-		MaxOutputTokens: c.req.MaxOutputTokens, Deadline: c.req.Deadline.UTC(), CreatedAt: now,
+		MaxOutputTokens: c.req.MaxOutputTokens, Deadline: c.req.Deadline.UTC(), CreatedAt: now, QuotaIDs: c.qids,
 	}
 	if c.gid != 0 {
 		gid := c.gid
 		r.GlobalBudgetID = &gid
 	}
 	return r
+}
+
+// quotaOf returns the claim of quota window row qid among the call's windows.
+func (c *reserveCall) quotaOf(qid *int64) (app.QuotaClaim, bool) {
+	if qid != nil {
+		for i, id := range c.qids {
+			if id == *qid {
+				return c.req.Quotas[i], true
+			}
+		}
+	}
+	return app.QuotaClaim{}, false
+}
+
+// sortedIDs returns the set's ids in ascending order (the lock order).
+func sortedIDs(set map[int64]struct{}) []int64 {
+	out := make([]int64, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // nodeOf names the node of budget row bid among the call's rows.
@@ -372,6 +424,7 @@ type insertColumns struct {
 	models, providers, upstreamModels               []string
 	fx, estInput, maxOutput                         []int64
 	deadlines                                       []time.Time
+	quotaIDs, quotaAmounts, quotaCaps               []string
 }
 
 func (c *insertColumns) add(rc *reserveCall) {
@@ -392,12 +445,19 @@ func (c *insertColumns) add(rc *reserveCall) {
 	c.estInput = append(c.estInput, r.EstInputTokens)
 	c.maxOutput = append(c.maxOutput, r.MaxOutputTokens)
 	c.deadlines = append(c.deadlines, r.Deadline.UTC())
+	amounts, caps := make([]int64, len(r.Quotas)), make([]int64, len(r.Quotas))
+	for i, q := range r.Quotas {
+		amounts[i], caps[i] = q.Amount, q.Limit
+	}
+	c.quotaIDs = append(c.quotaIDs, int64sLiteral(rc.qids))
+	c.quotaAmounts = append(c.quotaAmounts, int64sLiteral(amounts))
+	c.quotaCaps = append(c.quotaCaps, int64sLiteral(caps))
 }
 
 const reservationCols = `request_id, org_id::text, key_id::text, period, status, currency, amount, actual,
 	budget_ids, global_budget_id, global_amount, global_actual, overrun, model, provider, upstream_model,
 	usd_jpy, est_input_tokens, max_output_tokens, input_tokens, cached_tokens, output_tokens, usage_source,
-	deadline, created_at, settled_at`
+	deadline, created_at, settled_at, quota_ids`
 
 func scanReservation(row pgx.CollectableRow) (app.Reservation, error) {
 	var r app.Reservation
@@ -405,7 +465,7 @@ func scanReservation(row pgx.CollectableRow) (app.Reservation, error) {
 	err := row.Scan(&r.RequestID, &r.OrgID, &r.KeyID, &r.Period, &status, &r.Currency, &r.Amount, &r.Actual,
 		&r.BudgetIDs, &r.GlobalBudgetID, &r.GlobalAmount, &r.GlobalActual, &r.Overrun, &r.Model, &r.Provider,
 		&r.UpstreamModel, &r.USDJPY, &r.EstInputTokens, &r.MaxOutputTokens, &r.InputTokens, &r.CachedTokens,
-		&r.OutputTokens, &r.UsageSource, &r.Deadline, &r.CreatedAt, &r.SettledAt)
+		&r.OutputTokens, &r.UsageSource, &r.Deadline, &r.CreatedAt, &r.SettledAt, &r.QuotaIDs)
 	r.Status = app.ReservationStatus(status)
 	return r, err
 }

@@ -28,14 +28,14 @@ func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcom
 		return app.SettleOutcome{}, app.Errorf(app.EINVALID, "settle: bad final status %q", s.Status)
 	}
 	if len(s.LockIDs) == 0 {
-		ids, err := l.lockIDs(ctx, s.RequestID)
+		ids, qids, err := l.lockIDs(ctx, s.RequestID)
 		if err != nil {
 			return app.SettleOutcome{}, err
 		}
 		if ids == nil {
 			return app.SettleOutcome{}, nil // no such reservation: nothing to apply
 		}
-		s.LockIDs = ids
+		s.LockIDs, s.QuotaIDs = ids, qids
 	}
 	c := &settleCall{s: s, ready: make(chan struct{})}
 	// Settlement must not be lost to a cancelled request: it is queued regardless of ctx.
@@ -47,20 +47,25 @@ func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcom
 	return c.out, c.err
 }
 
-func (l *Ledger) lockIDs(ctx context.Context, requestID string) ([]int64, error) {
-	var ids []int64
+// lockIDs reads the budget rows (global included) and quota window rows a reservation holds;
+// ids is nil when there is no such reservation.
+func (l *Ledger) lockIDs(ctx context.Context, requestID string) (ids, qids []int64, err error) {
 	var gid *int64
-	err := l.db.Pool.QueryRow(ctx, `SELECT budget_ids, global_budget_id FROM reservations WHERE request_id = $1`, requestID).Scan(&ids, &gid)
+	err = l.db.Pool.QueryRow(ctx, `SELECT budget_ids, global_budget_id, quota_ids FROM reservations WHERE request_id = $1`,
+		requestID).Scan(&ids, &gid, &qids)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("settle: read reservation: %w", FormatError(err))
+		return nil, nil, fmt.Errorf("settle: read reservation: %w", FormatError(err))
+	}
+	if ids == nil {
+		ids = []int64{}
 	}
 	if gid != nil {
 		ids = append(ids, *gid)
 	}
-	return ids, nil
+	return ids, qids, nil
 }
 
 // queueSettle queues the settlement statement for batch and returns the reader of its answer.
@@ -104,7 +109,8 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 			FROM d
 			WHERE r.request_id = d.rid AND r.status = 'pending'
 			RETURNING r.request_id, r.budget_ids, r.amount, r.actual, r.global_budget_id, r.global_amount,
-				r.global_actual, r.overrun, r.apply_nonce, d.nonce::uuid AS written),
+				r.global_actual, r.overrun, r.apply_nonce, d.nonce::uuid AS written, r.quota_ids, r.quota_amounts,
+				d.itok + d.otok AS tokens),
 		mv AS (
 			SELECT bid, sum(res) AS res, sum(sp) AS sp FROM (
 				SELECT unnest(budget_ids) AS bid, amount AS res, actual AS sp FROM upd WHERE apply_nonce = written
@@ -114,7 +120,17 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 			GROUP BY bid),
 		bu AS (
 			UPDATE budgets b SET reserved = b.reserved - mv.res, spent = b.spent + mv.sp
-			FROM mv WHERE b.id = mv.bid RETURNING b.id)
+			FROM mv WHERE b.id = mv.bid RETURNING b.id),
+		qmv AS (
+			SELECT q.qid, sum(q.amt) AS res,
+				sum(CASE w.kind WHEN 'tpm' THEN upd.tokens ELSE 1 END) AS used
+			FROM upd CROSS JOIN LATERAL unnest(upd.quota_ids, upd.quota_amounts) AS q(qid, amt)
+			JOIN quota_windows w ON w.id = q.qid
+			WHERE upd.apply_nonce = upd.written
+			GROUP BY q.qid),
+		qu AS (
+			UPDATE quota_windows w SET reserved = w.reserved - qmv.res, used = w.used + qmv.used
+			FROM qmv WHERE w.id = qmv.qid RETURNING w.id)
 		SELECT request_id, overrun FROM upd`,
 		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.now())
 	return func(br pgx.BatchResults) error {
@@ -170,7 +186,7 @@ func (l *Ledger) Sweep(ctx context.Context, mode SweepMode, limit int) (int, err
 	for i := range stale {
 		r := &stale[i]
 		s := app.Settlement{RequestID: r.RequestID, Status: app.StatusExpired, Actual: r.Amount,
-			GlobalActual: r.GlobalAmount, UsageSource: "sweeper", LockIDs: r.LockIDs(),
+			GlobalActual: r.GlobalAmount, UsageSource: "sweeper", LockIDs: r.LockIDs(), QuotaIDs: r.QuotaIDs,
 			Usage: app.Usage{PromptTokens: r.EstInputTokens, CompletionTokens: r.MaxOutputTokens}}
 		if mode == SweepRelease {
 			s.Status, s.Actual, s.GlobalActual, s.Usage = app.StatusReleased, 0, 0, app.Usage{}

@@ -126,7 +126,8 @@ func TestStreamFailures(t *testing.T) {
 	})
 	t.Run("UpstreamErrorBeforeFirstByte", func(t *testing.T) {
 		tn := g.newTenant(t, "free")
-		fu.fake().Enqueue(openaifake.ServerError())
+		// A failing backend is retried once: two 500s before the first byte are a 502.
+		fu.fake().Enqueue(openaifake.ServerError(), openaifake.ServerError())
 		status, _, out := g.chat(t, tn.Key, map[string]any{"model": "gpt-4o-mini", "stream": true,
 			"messages": []map[string]any{{"role": "user", "content": "hi"}}})
 		if status != 502 || errCode(out) != "upstream_error" {

@@ -33,19 +33,6 @@ func (s *Server) authenticate(c echo.Context) (*app.Principal, error) {
 	return s.cfg.Gateway.Authenticate(c.Request().Context(), secret)
 }
 
-// admit authenticates, reads and parses the body, and reserves the request's worst case,
-// answering every early failure before any money is reserved. On success the caller must
-// settle the call (defer Close) and set the headers every admitted answer carries.
-func (s *Server) admit(c echo.Context, p *app.Principal, req *app.ProxyRequest) (*app.Call, error) {
-	id := c.Response().Header().Get(headerRequestID)
-	call, err := s.cfg.Gateway.Prepare(c.Request().Context(), id, p, req)
-	if err != nil {
-		return nil, err
-	}
-	setCallHeaders(c, p, call)
-	return call, nil
-}
-
 // parseRequest authenticates the key and reads and parses the body.
 func (s *Server) parseRequest(c echo.Context, parse func([]byte) (*app.ProxyRequest, error)) (*app.Principal, *app.ProxyRequest, error) {
 	p, err := s.authenticate(c)
@@ -104,26 +91,12 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
 			req.Model + "' is not one"}
 	}
-	if isRoute {
-		return s.serveRoute(c, p, req, route)
+	if !isRoute {
+		if route, err = s.modelRoute(p, req); err != nil {
+			return err
+		}
 	}
-	call, err := s.admit(c, p, req)
-	if err != nil {
-		return err
-	}
-	defer call.Close()
-	release, err := s.acquire(call)
-	if err != nil {
-		return err
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
-	defer cancel()
-	if call.Request.Stream {
-		return s.stream(ctx, c, call)
-	}
-	resp, err := call.Upstream().ChatCompletion(ctx, call.UpstreamRequest())
-	return s.respond(c, call, resp, err)
+	return s.serveRoute(c, p, req, route)
 }
 
 func (s *Server) embeddings(c echo.Context) error {
@@ -136,23 +109,25 @@ func (s *Server) embeddings(c echo.Context) error {
 		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
 			req.Model + "' is not one"}
 	}
-	if isRoute {
-		return s.serveRoute(c, p, req, route)
+	if !isRoute {
+		if route, err = s.modelRoute(p, req); err != nil {
+			return err
+		}
 	}
-	call, err := s.admit(c, p, req)
-	if err != nil {
-		return err
+	return s.serveRoute(c, p, req, route)
+}
+
+// modelRoute checks that the key may call the model it named, and returns its implicit route.
+func (s *Server) modelRoute(p *app.Principal, req *app.ProxyRequest) (app.Route, error) {
+	m, ok := s.cfg.Gateway.Catalog.Lookup(req.Model)
+	if !ok {
+		return app.Route{}, &app.Error{Code: app.ENOTFOUND, Param: "model", Message: "the model '" + req.Model +
+			"' does not exist; GET /v1/models lists the models your key may use"}
 	}
-	defer call.Close()
-	release, err := s.acquire(call)
-	if err != nil {
-		return err
+	if err := app.Usable(m, p, req.Kind); err != nil {
+		return app.Route{}, err
 	}
-	defer release()
-	ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.Gateway.RequestTimeout)
-	defer cancel()
-	resp, err := call.Upstream().Embeddings(ctx, call.UpstreamRequest())
-	return s.respond(c, call, resp, err)
+	return app.ModelRoute(m.Name), nil
 }
 
 // respond settles a complete upstream answer and relays it.
@@ -173,27 +148,33 @@ func (s *Server) respond(c echo.Context, call *app.Call, resp *app.ProviderRespo
 // have been billed: charge the reserved amount, never under-count.
 func (s *Server) upstreamFailed(call *app.Call, err error) error {
 	var ue *app.UpstreamError
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) && ue.Timeout {
+		call.CommitReserved("timeout")
+	} else {
+		call.Release()
+	}
+	return upstreamError(call.Model.Provider, err)
+}
+
+// upstreamError is the client's error for a failed upstream call of provider: a timeout is
+// 504, the upstream's own client error (a JSON body) is passed back, anything else is 502.
+func upstreamError(provider string, err error) error {
+	var ue *app.UpstreamError
 	if !errors.As(err, &ue) {
 		if errors.Is(err, context.DeadlineExceeded) {
-			call.CommitReserved("timeout")
 			return app.WrapError(app.ETIMEOUT, err, "the upstream provider did not answer in time")
 		}
-		call.Release()
 		return app.WrapError(app.EUPSTREAM, err, "the upstream provider failed")
 	}
 	switch {
 	case ue.Timeout:
-		call.CommitReserved("timeout")
-		return app.WrapError(app.ETIMEOUT, err, "the upstream provider '"+call.Model.Provider+"' did not answer in time")
+		return app.WrapError(app.ETIMEOUT, err, "the upstream provider '"+provider+"' did not answer in time")
 	case ue.Status == 0:
-		call.Release()
-		return app.WrapError(app.EUPSTREAM, err, "the upstream provider '"+call.Model.Provider+"' could not be reached or sent an invalid answer")
+		return app.WrapError(app.EUPSTREAM, err, "the upstream provider '"+provider+"' could not be reached or sent an invalid answer")
 	case ue.ClientFault() && len(ue.Body) > 0 && bytes.HasPrefix(bytes.TrimSpace(ue.Body), []byte("{")):
-		call.Release()
 		return &app.Error{Code: app.EUPSTREAMCLIENT, Message: "rejected by the upstream", Status: ue.Status, Body: ue.Body, Err: err}
 	default:
-		call.Release()
-		return app.WrapError(app.EUPSTREAM, err, "the upstream provider '"+call.Model.Provider+"' answered HTTP "+
+		return app.WrapError(app.EUPSTREAM, err, "the upstream provider '"+provider+"' answered HTTP "+
 			strconv.Itoa(ue.Status)+" "+http.StatusText(ue.Status))
 	}
 }
@@ -205,19 +186,6 @@ var (
 	usageNull   = []byte(`,"usage":null`)
 	errorPrefix = []byte(`data: {"error":{"message":"`)
 )
-
-// stream relays an upstream SSE stream. Before the first byte an upstream failure is an
-// ordinary error answer; after it, the stream ends with an error event. Whatever happens, the
-// call is settled: on the upstream's usage when it came, else on the input estimate plus the
-// tokens actually relayed (never zero).
-func (s *Server) stream(ctx context.Context, c echo.Context, call *app.Call) error {
-	st, first, err := openStream(ctx, call)
-	if err != nil {
-		return s.upstreamFailed(call, err)
-	}
-	defer st.Close()
-	return s.relay(ctx, c, call, st, first)
-}
 
 // openStream opens the upstream stream and reads its first event, so that a stream failing
 // before its first byte is an ordinary failure (which a route may fall back from). first is

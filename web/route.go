@@ -24,7 +24,7 @@ const (
 )
 
 // routeFor returns the route named name when it is a route alias (a plain model name is
-// served directly, as asked).
+// served as its implicit one-candidate route, app.ModelRoute).
 func (s *Server) routeFor(name string) (app.Route, bool) {
 	for _, r := range s.cfg.Gateway.Catalog.Routes() {
 		if r.Name == name {
@@ -34,17 +34,20 @@ func (s *Server) routeFor(name string) (app.Route, bool) {
 	return app.Route{}, false
 }
 
-// serveRoute answers a request for a route alias: it walks the route's candidates in order
-// (each with its own reservation), skips those cooling down or outside the key's plan,
-// retries a throttled candidate twice and a failing one once, cools down what the failure
-// calls for, and falls back as each candidate's `when` allows. Nothing falls back after the
-// first byte of an answer reached the client.
+// serveRoute answers a request for a route alias, or for a model by name (its implicit
+// route): it walks the route's candidates in order (each with its own reservation), skips
+// those cooling down, outside the key's plan or with a full provider quota window, retries a
+// throttled candidate twice and a failing one once, cools down what the failure calls for,
+// and falls back as each candidate's `when` allows. Nothing falls back after the first byte
+// of an answer reached the client.
 func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequest, route app.Route) error {
 	g := s.cfg.Gateway
 	ctx, cancel := context.WithTimeout(c.Request().Context(), g.RequestTimeout)
 	defer cancel()
 	id := c.Response().Header().Get(headerRequestID)
-	c.Response().Header().Set(headerRoute, route.Name)
+	if !route.Implicit {
+		c.Response().Header().Set(headerRoute, route.Name)
+	}
 	if served, err := s.fromCache(c, p, req, route); served {
 		return err
 	}
@@ -52,6 +55,14 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 	var skippedErr error = &app.Error{Code: app.ENOTFOUND, Param: "model",
 		Message: "no model of route '" + route.Name + "' can serve this request with your key"}
 	attempts := 0
+	// Every attempt's call is settled on every path, a panic included (Close is idempotent and
+	// charges the reserved amount once the upstream was called).
+	var current *app.Call
+	defer func() {
+		if current != nil {
+			current.Close()
+		}
+	}()
 	for cand, ok := chain.Next(); ok; cand, ok = chain.Next() {
 		m, found := g.Catalog.Lookup(cand.Model)
 		if !found {
@@ -71,7 +82,10 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 			continue
 		}
 		if g.Cooldowns != nil {
-			if cd, cooling := g.Cooldowns.Active(m.Provider, m.UpstreamName, g.Now()); cooling {
+			// A model asked for by name has no other candidate: a failing backend's short
+			// pause (a hint to prefer others) does not stop it from being tried.
+			if cd, cooling := g.Cooldowns.Active(m.Provider, m.UpstreamName, g.Now()); cooling &&
+				!(route.Implicit && cd.Class == app.ClassBackendError) {
 				// A candidate cooling down counts as tried, failing as it did when it started to
 				// cool down (article 002: "a skip counts as an attempt"), so the chain's `when`
 				// rules route around it.
@@ -80,6 +94,7 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 				continue
 			}
 		}
+	tries:
 		for try := 0; ; try++ {
 			attempts++
 			callID := id
@@ -90,9 +105,18 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 			if err != nil && app.ErrorCode(err) == app.EBUDGET && route.Downgrade {
 				call, m, err = s.downgrade(ctx, c, callID, p, req, route, m, err)
 			}
+			var full *app.QuotaFull
+			if errors.As(err, &full) {
+				// The gateway's own window of the provider's quota: nothing was called, nothing
+				// cools down (the window frees itself), the chain moves on.
+				attempts--
+				chain.Failed(m.Name, full.Classification(), err)
+				break tries
+			}
 			if err != nil {
 				return err // the budget (or the ledger) says no
 			}
+			current = call
 			c.Response().Header().Set(headerAttempts, strconv.Itoa(attempts))
 			setCallHeaders(c, p, call)
 			answered, err := s.tryCandidate(ctx, c, call)
@@ -118,7 +142,7 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 			if cls.Class == app.ClassClientError {
 				return s.upstreamFailed(call, err)
 			}
-			if g.Cooldowns != nil {
+			if g.Cooldowns != nil && !(route.Implicit && cls.Class == app.ClassBackendError) {
 				until := app.CooldownUntil(cls, g.Now(), g.QuotaCooldown)
 				if !until.IsZero() && (try >= app.Retries(cls.Class) || cls.Class != app.ClassRateLimited && cls.Class != app.ClassBackendError) {
 					if rerr := g.Cooldowns.Record(context.WithoutCancel(ctx), m.Provider, m.UpstreamName, cls, until); rerr != nil {
@@ -137,7 +161,27 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 			break
 		}
 	}
+	if n := len(chain.Failures); route.Implicit && n > 0 {
+		// A model asked for by name answers its provider's failure as the provider gave it:
+		// 502 (504 for a timeout), and a too-large request's own 4xx passed back unchanged.
+		last := chain.Failures[n-1]
+		if m, ok := g.Catalog.Lookup(last.Model); ok && last.Err != nil {
+			e := upstreamError(m.Provider, last.Err)
+			if isFault(last.Cls.Class) || last.Cls.Class == app.ClassRequestTooLarge && app.ErrorCode(e) == app.EUPSTREAMCLIENT {
+				return e
+			}
+		}
+	}
 	return chain.Err(g.Now(), skippedErr)
+}
+
+// isFault reports whether class cls is the provider's fault (not a limit or the request).
+func isFault(cls app.ErrorClass) bool {
+	switch cls {
+	case app.ClassBackendError, app.ClassSchemaInvalid, app.ClassManualAction:
+		return true
+	}
+	return false
 }
 
 // downgrade finds, for a request that does not fit the budget with candidate from, the
@@ -173,7 +217,7 @@ func (s *Server) downgrade(ctx context.Context, c echo.Context, id string, p *ap
 			c.Response().Header().Set(headerDowngraded, from.Name+" -> "+o.m.Name)
 			return call, o.m, nil
 		}
-		if app.ErrorCode(err) != app.EBUDGET {
+		if app.ErrorCode(err) != app.EBUDGET && !errors.As(err, new(*app.QuotaFull)) {
 			return nil, from, err
 		}
 	}
@@ -327,9 +371,60 @@ type statusJSON struct {
 	LastSeen time.Time `json:"last_seen"`
 }
 
-// status answers GET /status: the gateway is up, and which providers or models are cooling
-// down and until when.
+// quotaJSON is one open provider quota window as GET /status shows it.
+type quotaJSON struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Kind     string `json:"kind"`
+	// Limit is the provider's limit, Effective what the gateway allows itself of it.
+	Limit     int64     `json:"limit"`
+	Effective int64     `json:"effective_limit"`
+	Used      int64     `json:"used"`
+	Reserved  int64     `json:"reserved"`
+	ResetsAt  time.Time `json:"resets_at"`
+}
+
+// quotaStatus lists the open quota windows of the configured models with their limits.
+func (s *Server) quotaStatus(ctx context.Context) ([]quotaJSON, error) {
+	out := []quotaJSON{}
+	if s.cfg.DB == nil {
+		return out, nil
+	}
+	limits := map[string]*app.Quota{}
+	for _, m := range s.cfg.Gateway.Catalog.Models() {
+		if m.Quota != nil {
+			limits[m.Provider+"\x00"+m.UpstreamName] = m.Quota
+		}
+	}
+	if len(limits) == 0 {
+		return out, nil
+	}
+	ws, err := s.cfg.DB.QuotaWindows(ctx, s.cfg.Gateway.Now())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		q, ok := limits[w.Provider+"\x00"+w.Model]
+		if !ok {
+			continue // a window of a model no longer configured with quotas
+		}
+		limit := map[app.QuotaKind]int64{app.QuotaRPM: q.RPM, app.QuotaRPD: q.RPD, app.QuotaTPM: q.TPM}[w.Kind]
+		if limit == 0 {
+			continue
+		}
+		out = append(out, quotaJSON{Provider: w.Provider, Model: w.Model, Kind: string(w.Kind), Limit: limit,
+			Effective: q.Effective(limit), Used: w.Used, Reserved: w.Reserved, ResetsAt: w.End})
+	}
+	return out, nil
+}
+
+// status answers GET /status: the gateway is up, which providers or models are cooling down
+// and until when, and how full their quota windows are.
 func (s *Server) status(c echo.Context) error {
+	quotas, err := s.quotaStatus(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	out := []statusJSON{}
 	if s.cfg.Cooldowns != nil {
 		list, err := s.cfg.Cooldowns.List(c.Request().Context(), s.cfg.Gateway.Now())
@@ -341,7 +436,7 @@ func (s *Server) status(c echo.Context) error {
 				ResetAt: cd.ResetAt, Count: cd.Count, LastSeen: cd.LastSeen})
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ok", "cooldowns": out})
+	return c.JSON(http.StatusOK, map[string]any{"status": "ok", "cooldowns": out, "quotas": quotas})
 }
 
 // cooldownJSON is a cooldown for admins: with the provider's message.

@@ -149,6 +149,22 @@ type providerConf struct {
 	// Local marks a backend on the operator's premises (the allowlist privacy: sensitive
 	// routes are restricted to); anything not marked is cloud.
 	Local bool `yaml:"local"`
+	// Quota says how the gateway keeps this account's rate windows (models list the limits).
+	Quota *providerQuotaConf `yaml:"quota"`
+}
+
+type providerQuotaConf struct {
+	// ReserveRatio is the share of every limit left unused (default 0).
+	ReserveRatio *float64 `yaml:"reserve_ratio"`
+	// TimeZone is where the provider's day (RPD) starts: America/Los_Angeles for Gemini,
+	// UTC for the others, unless set.
+	TimeZone string `yaml:"timezone"`
+}
+
+type quotaConf struct {
+	RPM int64 `yaml:"rpm"`
+	RPD int64 `yaml:"rpd"`
+	TPM int64 `yaml:"tpm"`
 }
 
 type priceConf struct {
@@ -168,6 +184,7 @@ type modelConf struct {
 	ContextWindow   int64       `yaml:"context_window"`
 	Price           *priceConf  `yaml:"price"`
 	Prices          []priceConf `yaml:"prices"`
+	Quota           *quotaConf  `yaml:"quota"`
 }
 
 type planConf struct {
@@ -204,6 +221,8 @@ type Config struct {
 	Plans        []app.Plan
 	// Routes are the model aliases with their candidate chains.
 	Routes []app.Route
+	// Quotas are the provider quota windows of the models that declare them, by model name.
+	Quotas map[string]*app.Quota
 	// QuotaCooldown is how long an exhausted quota without a reset time cools down.
 	QuotaCooldown time.Duration
 	// Limits bound the upstream calls in flight (per gateway process).
@@ -453,6 +472,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 			m.Prices = append([]priceConf{*m.Price}, m.Prices...)
 		}
 	}
+	cfg.Quotas = loadQuotas(bad, fc.Providers, cfg.Models)
 	cfg.QuotaCooldown = duration(bad, "quota_cooldown", fc.QuotaCooldown, time.Hour, time.Second)
 	cfg.Routes = loadRoutes(bad, fc.Routes, names)
 	cfg.Limits = app.Limits{PerKey: fc.Limits.PerKey, PerOrg: fc.Limits.PerOrg, PerProvider: fc.Limits.PerProvider}
@@ -481,6 +501,81 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		return nil, fmt.Errorf("invalid configuration:\n  - %s", strings.Join(errs, "\n  - "))
 	}
 	return cfg, nil
+}
+
+// loadQuotas validates the models' quota windows with their providers' reserve ratio and
+// time zone. Models that call the same upstream model of the same account share its windows,
+// so they must declare the same limits.
+func loadQuotas(bad func(string, ...any), provs []providerConf, models []modelConf) map[string]*app.Quota {
+	type account struct {
+		ratio float64
+		loc   *time.Location
+	}
+	accounts := map[string]account{}
+	for i, p := range provs {
+		a := account{loc: time.UTC}
+		if p.Type == "gemini" {
+			a.loc, _ = time.LoadLocation("America/Los_Angeles")
+		}
+		if p.Quota != nil {
+			if r := p.Quota.ReserveRatio; r != nil {
+				if *r < 0 || *r >= 1 {
+					bad("providers[%d] (%s): quota.reserve_ratio must be at least 0 and below 1, got %v", i, p.Name, *r)
+				} else {
+					a.ratio = *r
+				}
+			}
+			if tz := p.Quota.TimeZone; tz != "" {
+				if loc, err := time.LoadLocation(tz); err != nil || tz == "Local" {
+					bad("providers[%d] (%s): quota.timezone %q is not an IANA time zone", i, p.Name, tz)
+				} else {
+					a.loc = loc
+				}
+			}
+		}
+		accounts[p.Name] = a
+	}
+	out := map[string]*app.Quota{}
+	shared := map[string]string{} // provider + upstream model -> first model name
+	declared := map[string]quotaConf{}
+	for i, m := range models {
+		key := m.Provider + "\x00" + m.UpstreamModel
+		var qc quotaConf
+		if m.Quota != nil {
+			qc = *m.Quota
+		}
+		if first, ok := shared[key]; ok {
+			if declared[key] != qc {
+				bad("models[%d] (%s): it calls %s/%s like %s, so it shares that model's quota windows and must declare the same quota",
+					i, m.Name, m.Provider, m.UpstreamModel, first)
+			}
+		} else {
+			shared[key], declared[key] = m.Name, qc
+		}
+		if m.Quota == nil {
+			continue
+		}
+		if qc.RPM < 0 || qc.RPD < 0 || qc.TPM < 0 || qc.RPM+qc.RPD+qc.TPM == 0 {
+			bad("models[%d] (%s): quota needs at least one of rpm, rpd, tpm, each positive", i, m.Name)
+			continue
+		}
+		a, ok := accounts[m.Provider]
+		if !ok {
+			a = account{loc: time.UTC}
+		}
+		q := &app.Quota{RPM: qc.RPM, RPD: qc.RPD, TPM: qc.TPM, ReserveRatio: a.ratio, Location: a.loc}
+		for _, w := range []struct {
+			name string
+			v    int64
+		}{{"rpm", qc.RPM}, {"rpd", qc.RPD}, {"tpm", qc.TPM}} {
+			if w.v > 0 && q.Effective(w.v) < 1 {
+				bad("models[%d] (%s): quota.%s of %d leaves no room once the provider's reserve_ratio of %v is kept",
+					i, m.Name, w.name, w.v, a.ratio)
+			}
+		}
+		out[m.Name] = q
+	}
+	return out
 }
 
 // loadRoutes validates the routes against the configured model names (demo models are

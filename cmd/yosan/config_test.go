@@ -506,3 +506,47 @@ func TestLoadConfigRoutes(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigQuotas(t *testing.T) {
+	provs := "providers:\n  - {name: g, type: gemini, api_key_env: GK, quota: {reserve_ratio: 0.1}}\n" +
+		"  - {name: p, type: openai-compatible, base_url: 'http://127.0.0.1:1/v1', quota: {timezone: Asia/Tokyo}}\n"
+	model := func(name, prov, upstream, quota string) string {
+		return "  - {name: " + name + ", provider: " + prov + ", upstream_model: " + upstream +
+			", tier: free, max_output_tokens: 100, price: {input: '1', output: '2'}" + quota + "}\n"
+	}
+	e := func() env { return env{"GK": "k"} }
+	t.Run("OK", func(t *testing.T) {
+		cfg := mustLoad(t, provs+"models:\n"+model("flash", "g", "gemini-2.5-flash", ", quota: {rpm: 10, rpd: 250, tpm: 250000}")+
+			model("flash-too", "g", "gemini-2.5-flash", ", quota: {rpm: 10, rpd: 250, tpm: 250000}")+
+			model("local", "p", "llama", ", quota: {rpd: 100}")+model("free", "p", "other", ""), e())
+		q := cfg.Quotas["flash"]
+		if q == nil || q.RPM != 10 || q.RPD != 250 || q.TPM != 250000 || q.ReserveRatio != 0.1 || q.Location.String() != "America/Los_Angeles" {
+			t.Fatalf("flash quota %+v", q)
+		}
+		if q.Effective(250) != 225 {
+			t.Errorf("effective rpd %d, want 225", q.Effective(250))
+		}
+		if l := cfg.Quotas["local"]; l == nil || l.Location.String() != "Asia/Tokyo" || l.ReserveRatio != 0 {
+			t.Errorf("local quota %+v", l)
+		}
+		if _, ok := cfg.Quotas["free"]; ok {
+			t.Error("a model without quota got one")
+		}
+	})
+	for _, tt := range []struct{ name, yaml, msg string }{
+		{"ErrRatio", strings.Replace(provs, "0.1", "1", 1) + "models:\n" + model("a", "g", "x", ""), "quota.reserve_ratio must be at least 0 and below 1"},
+		{"ErrTimeZone", strings.Replace(provs, "Asia/Tokyo", "Mars/Olympus", 1) + "models:\n" + model("a", "p", "x", ""), `quota.timezone "Mars/Olympus" is not an IANA time zone`},
+		{"ErrEmpty", provs + "models:\n" + model("a", "p", "x", ", quota: {}"), "quota needs at least one of rpm, rpd, tpm"},
+		{"ErrNegative", provs + "models:\n" + model("a", "p", "x", ", quota: {rpm: -1}"), "quota needs at least one of rpm, rpd, tpm"},
+		{"ErrNoRoom", provs + "models:\n" + model("a", "g", "x", ", quota: {rpm: 1}"), "quota.rpm of 1 leaves no room"},
+		{"ErrShared", provs + "models:\n" + model("a", "g", "x", ", quota: {rpm: 10}") + model("b", "g", "x", ""), "shares that model's quota windows and must declare the same quota"},
+		{"ErrUnknownField", provs + "models:\n" + model("a", "g", "x", ", quota: {rph: 10}"), "field rph not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml, e())
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("err = %v, want %q", err, tt.msg)
+			}
+		})
+	}
+}

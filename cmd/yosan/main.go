@@ -143,7 +143,7 @@ func serve(log *slog.Logger) error {
 			}
 		}()
 	}
-	go sweep(ctx, ledger, cfg, log)
+	go sweep(ctx, d, ledger, cfg, log)
 	alertsDone := make(chan struct{})
 	go func() {
 		defer close(alertsDone)
@@ -256,7 +256,7 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 		configured[mc.Name] = true
 		m := &app.CatalogModel{Model: app.Model{Name: mc.Name, Provider: mc.Provider, UpstreamName: mc.UpstreamModel,
 			Tier: mc.Tier, Kind: mc.Kind, MaxOutputTokens: mc.MaxOutputTokens, ContextWindow: mc.ContextWindow},
-			Upstream: ups[mc.Provider], Local: local[mc.Provider]}
+			Upstream: ups[mc.Provider], Local: local[mc.Provider], Quota: cfg.Quotas[mc.Name]}
 		for _, pc := range mc.Prices {
 			p, _ := toPrice(pc)           // validated in loadConfig
 			from, _ := parseFrom(pc.From) // zero time: in force since always
@@ -309,7 +309,7 @@ func newAlertWorker(cfg *Config, d *db.DB, log *slog.Logger) *notify.Worker {
 
 // sweep settles reservations left pending past their deadline (a crashed process, a database
 // outage during settlement) until ctx ends.
-func sweep(ctx context.Context, l *db.Ledger, cfg *Config, log *slog.Logger) {
+func sweep(ctx context.Context, d *db.DB, l *db.Ledger, cfg *Config, log *slog.Logger) {
 	mode := db.SweepCharge
 	if cfg.SweepRelease {
 		mode = db.SweepRelease
@@ -328,6 +328,10 @@ func sweep(ctx context.Context, l *db.Ledger, cfg *Config, log *slog.Logger) {
 		}
 		if n > 0 {
 			log.Warn("swept expired reservations", "count", n, "mode", mode)
+		}
+		// Quota windows that ended two days ago are history (the ledger rows keep it).
+		if _, err := d.PruneQuotaWindows(ctx, d.Now().Add(-48*time.Hour)); err != nil && ctx.Err() == nil {
+			log.Error("prune quota windows", "err", err)
 		}
 	}
 }
