@@ -31,8 +31,8 @@ type LedgerConfig struct {
 // lock acquisition and one WAL flush. Per-request semantics do not change: every request has
 // its own ledger row, request_id and apply nonce.
 type Ledger struct {
-	db  *DB
-	cfg LedgerConfig
+	db   *DB
+	cfg  LedgerConfig
 	ids  sync.Map // budgetKey -> int64
 	qids quotaIDCache
 

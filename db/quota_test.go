@@ -73,7 +73,7 @@ func TestQuotaWindowsHoldUnderConcurrency(t *testing.T) {
 		fit      int
 		fullKind app.QuotaKind
 	}{
-		{"rpm-bound", 100, 40, app.QuotaRPM},  // 40 x 100 tokens fit the 8,000 tpm
+		{"rpm-bound", 100, 40, app.QuotaRPM}, // 40 x 100 tokens fit the 8,000 tpm
 		{"tpm-bound", 300, 26, app.QuotaTPM}, // 8,000 / 300 = 26
 	}
 	for _, tc := range cases {

@@ -117,7 +117,7 @@ func TestQuotaWindowHoldsUnderConcurrency(t *testing.T) {
 	resp, body := f.s.do(t, "GET", "/status", "", "")
 	var st struct {
 		Quotas []struct {
-			Provider, Model, Kind             string
+			Provider, Model, Kind            string
 			Limit, Effective, Used, Reserved int64
 			ResetsAt                         time.Time `json:"resets_at"`
 		}
