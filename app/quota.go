@@ -28,9 +28,11 @@ type Quota struct {
 	Location *time.Location
 }
 
-// Effective is the share of limit the gateway may use: floor(limit x (1 - ReserveRatio)).
+// Effective is the share of limit the gateway may use: floor(limit x (1 - ReserveRatio)),
+// where a product that binary floating point leaves a hair under a whole number (100 x 0.71)
+// counts as that number.
 func (q *Quota) Effective(limit int64) int64 {
-	return int64(float64(limit) * (1 - q.ReserveRatio))
+	return int64(float64(limit)*(1-q.ReserveRatio) + 1e-9)
 }
 
 // QuotaClaim is one request's share of one window: Amount requests or tokens of the window

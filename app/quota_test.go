@@ -66,6 +66,15 @@ func TestQuotaClaims(t *testing.T) {
 			t.Errorf("claim %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
+	for _, tc := range []struct {
+		limit int64
+		ratio float64
+		want  int64
+	}{{100, 0.29, 71}, {60, 0.17, 49}, {10, 0.1, 9}, {1, 0, 1}, {250, 0.1, 225}, {3, 0.5, 1}} {
+		if got := (&Quota{ReserveRatio: tc.ratio}).Effective(tc.limit); got != tc.want {
+			t.Errorf("Effective(%d) with reserve ratio %v = %d, want %d", tc.limit, tc.ratio, got, tc.want)
+		}
+	}
 	only := (&Quota{TPM: 5000, Location: time.UTC}).Claims("p", "m", now, 7)
 	if len(only) != 1 || only[0].Kind != QuotaTPM || only[0].Limit != 5000 {
 		t.Errorf("tpm-only claims %+v", only)
