@@ -22,6 +22,10 @@ type CatalogModel struct {
 	Local bool
 	// Quota holds the provider's rate windows for this model (nil: none configured).
 	Quota *Quota
+	// MaxTokensField is the body field that limits the answer when the gateway sets one (a
+	// clamped request that named none): "max_tokens" when empty, "max_completion_tokens"
+	// for OpenAI itself.
+	MaxTokensField string
 }
 
 // PriceAt returns the price in force at t.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,12 @@ type KeyStore interface {
 type Ledger interface {
 	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
 	Settle(ctx context.Context, s Settlement) (SettleOutcome, error)
+}
+
+// RoomReader is a Ledger that can say how much room a request's budget nodes have left: the
+// least of its capped org-currency nodes, and its global node (math.MaxInt64 when uncapped).
+type RoomReader interface {
+	Room(ctx context.Context, req ReserveRequest) (room, globalRoom int64, err error)
 }
 
 // Gateway is the proxy pipeline of DESIGN.md section 6: authenticate, resolve the model,
@@ -153,8 +160,13 @@ type Call struct {
 	// Rate and GlobalRate convert USD into the org's and the global node's currency.
 	Rate, GlobalRate int64
 	EstInput         int64
-	MaxOutput        int64
-	Reservation      Reservation
+	// MaxOutput is the worst case of output tokens (PerChoiceMax for each of n choices).
+	MaxOutput    int64
+	PerChoiceMax int64
+	// ClampedFrom is the max_tokens the request asked for (or the model's maximum) when the
+	// plan let the gateway lower it to PerChoiceMax to fit the budget; 0 when not clamped.
+	ClampedFrom int64
+	Reservation Reservation
 	// Remaining is the room left on the tightest capped node after the reservation.
 	Remaining    int64
 	HasRemaining bool
@@ -225,14 +237,13 @@ func (g *Gateway) PrepareModel(ctx context.Context, requestID string, p *Princip
 	c.Rate = RateFor(p.Org.Currency, usdJPY)
 	c.GlobalRate = RateFor(g.GlobalCurrency, usdJPY)
 	c.EstInput = g.Counter.CountText(m.UpstreamName, req.Text) + req.ExtraInputTokens
+	choices := max(req.Choices, 1)
 	if req.Kind == KindChat {
-		c.MaxOutput = req.MaxTokens
-		if c.MaxOutput == 0 {
-			c.MaxOutput = m.MaxOutputTokens
+		c.PerChoiceMax = req.MaxTokens
+		if c.PerChoiceMax == 0 {
+			c.PerChoiceMax = m.MaxOutputTokens
 		}
-		if req.Choices > 1 {
-			c.MaxOutput *= req.Choices
-		}
+		c.MaxOutput = c.PerChoiceMax * choices
 	}
 	c.Deadline = now.Add(g.RequestTimeout + g.SettleMargin)
 	nodes := make([]Node, 0, 4)
@@ -244,43 +255,99 @@ func (g *Gateway) PrepareModel(ctx context.Context, requestID string, p *Princip
 	rr := ReserveRequest{
 		RequestID: requestID, OrgID: p.Org.ID, KeyID: p.Key.ID, Period: period, Currency: p.Org.Currency,
 		Nodes:        nodes,
-		Amount:       c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.Rate),
 		GlobalPeriod: Period(now, g.GlobalLocation), GlobalCurrency: g.GlobalCurrency,
-		GlobalAmount: c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.GlobalRate),
-		Model:        m.Name, Provider: m.Provider, UpstreamModel: m.UpstreamName, USDJPY: usdJPY,
-		EstInputTokens: c.EstInput, MaxOutputTokens: c.MaxOutput, Deadline: c.Deadline,
-		Quotas: m.Quota.Claims(m.Provider, m.UpstreamName, now, c.EstInput+c.MaxOutput),
+		Model: m.Name, Provider: m.Provider, UpstreamModel: m.UpstreamName, USDJPY: usdJPY,
+		EstInputTokens: c.EstInput, Deadline: c.Deadline,
 	}
-	for _, q := range rr.Quotas {
-		if q.Amount > q.Limit {
-			return nil, quotaError(&QuotaFull{Claim: q, TooLarge: true}, m.Name, now)
+	res, err := g.reserve(ctx, c, &rr, now)
+	if ErrorCode(err) == EBUDGET && p.ClampMaxTokens && req.Kind == KindChat {
+		// The plan lets the gateway lower max_tokens to what the budget still holds rather
+		// than refuse; a budget that moved meanwhile refuses as usual.
+		if per, ok := g.clampedMax(ctx, c, rr, choices); ok {
+			c.ClampedFrom, c.PerChoiceMax, c.MaxOutput = c.PerChoiceMax, per, per*choices
+			res, err = g.reserve(ctx, c, &rr, now)
 		}
 	}
-	if rr.Amount > MaxReservation || rr.GlobalAmount > MaxReservation {
-		return nil, &Error{Code: EINVALID, Param: "max_tokens", Message: "this request's worst-case cost (" + FormatMoney(rr.Amount) + " " +
-			p.Org.Currency + ") is larger than any budget can hold; lower max_tokens"}
-	}
-	res, err := g.Ledger.Reserve(ctx, rr)
 	if err != nil {
-		// The batch may have committed before the connection failed: release whatever exists
-		// under this id, so nothing stays pending for want of a settlement.
-		g.settleAsync(Settlement{RequestID: requestID, Status: StatusReleased, UsageSource: "reserve-failed"})
 		return nil, err
-	}
-	if !res.Admitted || res.Duplicate {
-		if res.Duplicate {
-			return nil, Errorf(ECONFLICT, "request id %s was already used", requestID)
-		}
-		if res.FullQuota != nil {
-			return nil, quotaError(&QuotaFull{Claim: *res.FullQuota}, m.Name, now)
-		}
-		return nil, &Error{Code: EBUDGET, Node: res.FullNode.String(), Message: "budget exceeded: the " + string(res.FullNode.Kind) +
-			" budget (" + res.FullNode.String() + ") has no room for this request's worst-case cost of " +
-			FormatMoney(rr.Amount) + " " + p.Org.Currency + "; lower max_tokens or ask an admin to raise the cap"}
 	}
 	c.Reservation = res.Reservation
 	c.Remaining, c.HasRemaining = res.Remaining, res.HasRemaining
 	return c, nil
+}
+
+// reserve holds c's worst case (c.MaxOutput) on the budgets and the model's quota windows,
+// filling rr's amounts. Errors: EBUDGET naming the full node, a quota window's 429 or
+// request_too_large, EINVALID for an impossible worst case, EUNAVAILABLE from the ledger.
+func (g *Gateway) reserve(ctx context.Context, c *Call, rr *ReserveRequest, now time.Time) (ReserveResult, error) {
+	m, p := c.Model, c.Principal
+	rr.Amount = c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.Rate)
+	rr.GlobalAmount = c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.GlobalRate)
+	rr.MaxOutputTokens = c.MaxOutput
+	rr.Quotas = m.Quota.Claims(m.Provider, m.UpstreamName, now, c.EstInput+c.MaxOutput)
+	for _, q := range rr.Quotas {
+		if q.Amount > q.Limit {
+			return ReserveResult{}, quotaError(&QuotaFull{Claim: q, TooLarge: true}, m.Name, now)
+		}
+	}
+	if rr.Amount > MaxReservation || rr.GlobalAmount > MaxReservation {
+		return ReserveResult{}, &Error{Code: EINVALID, Param: "max_tokens", Message: "this request's worst-case cost (" + FormatMoney(rr.Amount) + " " +
+			p.Org.Currency + ") is larger than any budget can hold; lower max_tokens"}
+	}
+	res, err := g.Ledger.Reserve(ctx, *rr)
+	if err != nil {
+		// The batch may have committed before the connection failed: release whatever exists
+		// under this id, so nothing stays pending for want of a settlement.
+		g.settleAsync(Settlement{RequestID: rr.RequestID, Status: StatusReleased, UsageSource: "reserve-failed"})
+		return ReserveResult{}, err
+	}
+	if !res.Admitted || res.Duplicate {
+		if res.Duplicate {
+			return ReserveResult{}, Errorf(ECONFLICT, "request id %s was already used", rr.RequestID)
+		}
+		if res.FullQuota != nil {
+			return ReserveResult{}, quotaError(&QuotaFull{Claim: *res.FullQuota}, m.Name, now)
+		}
+		return ReserveResult{}, &Error{Code: EBUDGET, Node: res.FullNode.String(), Message: "budget exceeded: the " + string(res.FullNode.Kind) +
+			" budget (" + res.FullNode.String() + ") has no room for this request's worst-case cost of " +
+			FormatMoney(rr.Amount) + " " + p.Org.Currency + "; lower max_tokens or ask an admin to raise the cap"}
+	}
+	return res, nil
+}
+
+// MinClampedTokens is the smallest max_tokens the gateway clamps a request to: below it the
+// answer would be cut off before it said anything useful, and the request is refused instead.
+const MinClampedTokens = 16
+
+// clampedMax returns the largest max_tokens (per choice) whose worst case fits the room the
+// request's budget nodes have left, when it is at least MinClampedTokens and below the one
+// asked for.
+func (g *Gateway) clampedMax(ctx context.Context, c *Call, rr ReserveRequest, choices int64) (int64, bool) {
+	rd, ok := g.Ledger.(RoomReader)
+	if !ok {
+		return 0, false
+	}
+	room, groom, err := rd.Room(ctx, rr)
+	if err != nil {
+		return 0, false
+	}
+	fits := func(per int64) bool {
+		out := per * choices
+		return c.Price.Cost(c.EstInput, 0, out, c.Rate) <= room && c.Price.Cost(c.EstInput, 0, out, c.GlobalRate) <= groom
+	}
+	lo, hi := int64(0), c.PerChoiceMax-1 // the largest per-choice value that fits, in [lo, hi]
+	if !fits(lo) {
+		return 0, false
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, lo >= MinClampedTokens
 }
 
 func (g *Gateway) location(tz string) (*time.Location, error) {
@@ -326,6 +393,22 @@ func (c *Call) UpstreamRequest() *ProviderRequest {
 	}
 	name, _ := json.Marshal(c.Model.UpstreamName)
 	body["model"] = name
+	if c.ClampedFrom > 0 {
+		limit := json.RawMessage(strconv.FormatInt(c.PerChoiceMax, 10))
+		set := false
+		for _, f := range []string{"max_tokens", "max_completion_tokens"} {
+			if raw, ok := body[f]; ok && !isNull(raw) {
+				body[f], set = limit, true
+			}
+		}
+		if !set {
+			f := c.Model.MaxTokensField
+			if f == "" {
+				f = "max_tokens"
+			}
+			body[f] = limit
+		}
+	}
 	if c.Request.Stream {
 		so := map[string]json.RawMessage{}
 		if raw, ok := body["stream_options"]; ok && !isNull(raw) {

@@ -59,6 +59,8 @@ type Principal struct {
 	Tiers []string
 	// KeyHash is the stored sha256 of the key's secret.
 	KeyHash []byte
+	// ClampMaxTokens is the plan's Plan.ClampMaxTokens.
+	ClampMaxTokens bool
 }
 
 // Allows reports whether the principal's plan includes tier.
@@ -75,6 +77,9 @@ func (p *Principal) Allows(tier string) bool {
 type Plan struct {
 	Name  string
 	Tiers []string
+	// ClampMaxTokens lets the gateway lower a chat request's max_tokens to what the budget
+	// still holds instead of refusing it (x-yosan-max-tokens-clamped says so).
+	ClampMaxTokens bool
 }
 
 // Model is a model the gateway offers: which provider serves it, under which upstream name,

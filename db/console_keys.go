@@ -271,10 +271,10 @@ func (db *DB) LedgerFilterChoices(ctx context.Context, orgID string) (LedgerChoi
 
 // Plans lists every plan with its tiers, by name.
 func (db *DB) Plans(ctx context.Context) ([]app.Plan, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT name, tiers FROM plans ORDER BY name`)
+	rows, _ := db.Pool.Query(ctx, `SELECT name, tiers, clamp_max_tokens FROM plans ORDER BY name`)
 	plans, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (app.Plan, error) {
 		var p app.Plan
-		err := row.Scan(&p.Name, &p.Tiers)
+		err := row.Scan(&p.Name, &p.Tiers, &p.ClampMaxTokens)
 		return p, err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -161,4 +162,30 @@ func (db *DB) PruneQuotaWindows(ctx context.Context, cutoff time.Time) (int64, e
 		return 0, fmt.Errorf("prune quota windows: %w", FormatError(err))
 	}
 	return tag.RowsAffected(), nil
+}
+
+// Room returns the room a request's budget nodes have left: the least of its capped
+// org-currency nodes and its global node, each math.MaxInt64 when uncapped. It reads without
+// locking: a reservation made from it is still admitted only if it fits.
+func (l *Ledger) Room(ctx context.Context, req app.ReserveRequest) (room, globalRoom int64, err error) {
+	ids, err := l.budgetIDs(ctx, req.OrgID, req.Period, req.Currency, req.Nodes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("budget room: %w", err)
+	}
+	var gid int64
+	if req.GlobalPeriod != "" {
+		gids, err := l.budgetIDs(ctx, "", req.GlobalPeriod, req.GlobalCurrency, []app.Node{{Kind: app.NodeGlobal, ID: app.GlobalNodeID}})
+		if err != nil {
+			return 0, 0, fmt.Errorf("budget room: %w", err)
+		}
+		gid = gids[0]
+	}
+	err = l.db.Pool.QueryRow(ctx, `SELECT
+			coalesce(min(cap - reserved - spent) FILTER (WHERE id = ANY ($1) AND cap IS NOT NULL), $3),
+			coalesce(min(cap - reserved - spent) FILTER (WHERE id = $2 AND cap IS NOT NULL), $3)
+		FROM budgets WHERE id = ANY ($1) OR id = $2`, ids, gid, int64(math.MaxInt64)).Scan(&room, &globalRoom)
+	if err != nil {
+		return 0, 0, fmt.Errorf("budget room: %w", FormatError(err))
+	}
+	return room, globalRoom, nil
 }

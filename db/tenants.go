@@ -182,7 +182,7 @@ func (db *DB) RevokeKey(ctx context.Context, id string) (app.APIKey, error) {
 
 const keySelect = `SELECT k.id, k.org_id, k.team_id, coalesce(k.member_id::text, ''), k.name, k.plan, k.prefix,
 	k.expires_at, k.revoked_at, k.created_at,
-	o.id, o.name, o.currency, o.timezone, o.usd_jpy, o.created_at, p.tiers, k.key_hash, k.sensitive_only
+	o.id, o.name, o.currency, o.timezone, o.usd_jpy, o.created_at, p.tiers, k.key_hash, k.sensitive_only, p.clamp_max_tokens
 	FROM api_keys k JOIN orgs o ON o.id = k.org_id JOIN plans p ON p.name = k.plan WHERE `
 
 func (db *DB) principal(ctx context.Context, where string, arg any) (app.Principal, error) {
@@ -191,7 +191,7 @@ func (db *DB) principal(ctx context.Context, where string, arg any) (app.Princip
 	o := &p.Org
 	err := db.Pool.QueryRow(ctx, keySelect+where, arg).Scan(&k.ID, &k.OrgID, &k.TeamID, &k.MemberID, &k.Name, &k.Plan, &k.Prefix,
 		&k.ExpiresAt, &k.RevokedAt, &k.CreatedAt, &o.ID, &o.Name, &o.Currency, &o.TimeZone, &o.USDJPY, &o.CreatedAt, &p.Tiers, &p.KeyHash,
-		&k.SensitiveOnly)
+		&k.SensitiveOnly, &p.ClampMaxTokens)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return app.Principal{}, app.Errorf(app.ENOTFOUND, "key not found")
 	}
@@ -217,7 +217,9 @@ func (db *DB) PrincipalByHash(ctx context.Context, hash []byte) (app.Principal, 
 func (db *DB) UpsertPlans(ctx context.Context, plans []app.Plan) error {
 	b := &pgx.Batch{}
 	for _, p := range plans {
-		b.Queue(`INSERT INTO plans (name, tiers) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET tiers = excluded.tiers`, p.Name, p.Tiers)
+		b.Queue(`INSERT INTO plans (name, tiers, clamp_max_tokens) VALUES ($1, $2, $3)
+			ON CONFLICT (name) DO UPDATE SET tiers = excluded.tiers, clamp_max_tokens = excluded.clamp_max_tokens`,
+			p.Name, p.Tiers, p.ClampMaxTokens)
 	}
 	if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert plans: %w", FormatError(err))

@@ -24,6 +24,9 @@ const (
 	headerUpstreamModel   = "x-yosan-upstream-model"
 	headerBudgetRemaining = "x-yosan-budget-remaining"
 	headerBudgetCurrency  = "x-yosan-budget-currency"
+	// headerClamped says a plan that allows it lowered max_tokens to fit the budget:
+	// "4096 -> 812".
+	headerClamped = "x-yosan-max-tokens-clamped"
 )
 
 // authenticate gives the request its id and returns the caller's key.
@@ -58,6 +61,11 @@ func setCallHeaders(c echo.Context, p *app.Principal, call *app.Call) {
 	h.Set(headerProvider, call.Model.Provider)
 	h.Set(headerUpstreamModel, call.Model.UpstreamName)
 	h.Set(headerBudgetCurrency, p.Org.Currency)
+	if call.ClampedFrom > 0 {
+		h.Set(headerClamped, strconv.FormatInt(call.ClampedFrom, 10)+" -> "+strconv.FormatInt(call.PerChoiceMax, 10))
+	} else {
+		h.Del(headerClamped) // an earlier attempt's
+	}
 	if call.HasRemaining {
 		h.Set(headerBudgetRemaining, app.FormatMoney(call.Remaining))
 	} else {

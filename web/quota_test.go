@@ -233,3 +233,71 @@ func TestModelByNameRetriesAndCoolsDown(t *testing.T) {
 		t.Errorf("budgets still hold %d", got)
 	}
 }
+
+// TestClampMaxTokens: a plan with clamp_max_tokens lowers max_tokens to what the budget still
+// holds (and says so) instead of refusing; the upstream is asked for no more than that, and
+// the ledger reserved exactly that. Other plans, or a budget that holds too few tokens, refuse.
+func TestClampMaxTokens(t *testing.T) {
+	f := newQuotaFixture(t)
+	ctx := context.Background()
+	if err := f.s.db.UpsertPlans(ctx, []app.Plan{{Name: "clampy", Tiers: []string{"free"}, ClampMaxTokens: true}}); err != nil {
+		t.Fatal(err)
+	}
+	clampy := f.s.mustTenant(t, "clampy")
+	strict := f.s.mustTenant(t, "free")
+	// 0.05 JPY: beta-1 costs 90 micro-yen per output token at 150 JPY/USD.
+	for _, tn := range []tenant{clampy, strict} {
+		f.s.admin(t, "PUT", "/admin/v1/budgets/org/"+tn.org, `{"cap":"0.05"}`, 200)
+	}
+
+	resp, body := f.s.do(t, "POST", "/v1/chat/completions", strict.secret, chatBody("beta-1", `,"max_tokens":1000`))
+	if resp.StatusCode != 429 || resp.Header.Get("x-yosan-max-tokens-clamped") != "" {
+		t.Fatalf("plan without clamping: %d %s, want 429 budget_exceeded", resp.StatusCode, body)
+	}
+
+	resp, body = f.s.do(t, "POST", "/v1/chat/completions", clampy.secret, chatBody("beta-1", `,"max_tokens":1000`))
+	clamped := resp.Header.Get("x-yosan-max-tokens-clamped")
+	if resp.StatusCode != 200 || !strings.HasPrefix(clamped, "1000 -> ") {
+		t.Fatalf("clamping plan: %d %s clamped %q", resp.StatusCode, body, clamped)
+	}
+	to, err := strconv.ParseInt(strings.TrimPrefix(clamped, "1000 -> "), 10, 64)
+	if err != nil || to < app.MinClampedTokens || to >= 1000 {
+		t.Fatalf("clamped to %q", clamped)
+	}
+	var sent struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	if err := json.Unmarshal(f.beta.LastRequest().Body, &sent); err != nil || sent.MaxTokens != to {
+		t.Fatalf("upstream got max_tokens %d (%v), want %d", sent.MaxTokens, err, to)
+	}
+	row := f.s.mustRow(t, resp.Header.Get("x-request-id"))
+	var reservedOut, amount int64
+	if err := f.s.db.Pool.QueryRow(ctx, `SELECT max_output_tokens, amount FROM reservations WHERE request_id = $1`,
+		resp.Header.Get("x-request-id")).Scan(&reservedOut, &amount); err != nil {
+		t.Fatal(err)
+	}
+	if row.status != "committed" || reservedOut != to || amount > 50_000 {
+		t.Fatalf("ledger row %+v reserved %d tokens for %d micro-yen, want %d tokens within the 50,000 cap", row, reservedOut, amount, to)
+	}
+	// One more token would not have fitted: the clamp is the largest that does.
+	var est int64
+	if err := f.s.db.Pool.QueryRow(ctx, `SELECT est_input_tokens FROM reservations WHERE request_id = $1`,
+		resp.Header.Get("x-request-id")).Scan(&est); err != nil {
+		t.Fatal(err)
+	}
+	price := app.Price{InputPerM: 150_000, OutputPerM: 600_000}
+	if next := price.Cost(est, 0, to+1, 150*app.Micro); next <= 50_000 {
+		t.Errorf("%d tokens would have cost %d, within the cap: the clamp is not the largest", to+1, next)
+	}
+
+	// A budget that holds fewer than MinClampedTokens: refused, not clamped to nothing.
+	tiny := f.s.mustTenant(t, "clampy")
+	f.s.admin(t, "PUT", "/admin/v1/budgets/org/"+tiny.org, `{"cap":"0.001"}`, 200) // about 10 tokens
+	resp, body = f.s.do(t, "POST", "/v1/chat/completions", tiny.secret, chatBody("beta-1", `,"max_tokens":1000`))
+	if resp.StatusCode != 429 || resp.Header.Get("x-yosan-max-tokens-clamped") != "" {
+		t.Fatalf("room for about 10 tokens: %d %s, want 429", resp.StatusCode, body)
+	}
+	if got := f.s.sumReserved(t); got != 0 {
+		t.Errorf("budgets still hold %d", got)
+	}
+}

@@ -190,6 +190,8 @@ type modelConf struct {
 type planConf struct {
 	Name  string   `yaml:"name"`
 	Tiers []string `yaml:"tiers"`
+	// ClampMaxTokens lets the gateway lower max_tokens to fit the budget instead of refusing.
+	ClampMaxTokens bool `yaml:"clamp_max_tokens"`
 }
 
 // Config is the validated configuration.
@@ -404,7 +406,7 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		if len(p.Tiers) == 0 {
 			bad("plans[%d] (%s): tiers must list at least one tier", i, p.Name)
 		}
-		plans[p.Name] = app.Plan{Name: p.Name, Tiers: p.Tiers}
+		plans[p.Name] = app.Plan{Name: p.Name, Tiers: p.Tiers, ClampMaxTokens: p.ClampMaxTokens}
 	}
 	for _, p := range plans {
 		cfg.Plans = append(cfg.Plans, p)

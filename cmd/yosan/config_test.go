@@ -550,3 +550,12 @@ func TestLoadConfigQuotas(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigPlanClamp(t *testing.T) {
+	cfg := mustLoad(t, "plans:\n  - {name: lean, tiers: [free], clamp_max_tokens: true}\n", nil)
+	for _, p := range cfg.Plans {
+		if p.ClampMaxTokens != (p.Name == "lean") {
+			t.Errorf("plan %s clamp_max_tokens = %v", p.Name, p.ClampMaxTokens)
+		}
+	}
+}

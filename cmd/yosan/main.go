@@ -247,8 +247,12 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 		ups[p.Name] = newProvider(p, cfg.ProviderKeys[p.Name])
 	}
 	local := map[string]bool{}
+	maxTokensField := map[string]string{}
 	for _, p := range cfg.Providers {
 		local[p.Name] = p.Local
+		if p.Type == "openai" {
+			maxTokensField[p.Name] = "max_completion_tokens" // OpenAI's reasoning models refuse max_tokens
+		}
 	}
 	configured := map[string]bool{}
 	var prices []db.ModelPrice
@@ -256,7 +260,7 @@ func buildCatalog(ctx context.Context, cfg *Config, d *db.DB, counter app.TokenC
 		configured[mc.Name] = true
 		m := &app.CatalogModel{Model: app.Model{Name: mc.Name, Provider: mc.Provider, UpstreamName: mc.UpstreamModel,
 			Tier: mc.Tier, Kind: mc.Kind, MaxOutputTokens: mc.MaxOutputTokens, ContextWindow: mc.ContextWindow},
-			Upstream: ups[mc.Provider], Local: local[mc.Provider], Quota: cfg.Quotas[mc.Name]}
+			Upstream: ups[mc.Provider], Local: local[mc.Provider], Quota: cfg.Quotas[mc.Name], MaxTokensField: maxTokensField[mc.Provider]}
 		for _, pc := range mc.Prices {
 			p, _ := toPrice(pc)           // validated in loadConfig
 			from, _ := parseFrom(pc.From) // zero time: in force since always
