@@ -131,7 +131,7 @@ func classifyReport(k Kind, status int, h http.Header, r report, raw string, now
 		c.message = raw
 	}
 	c.lower = strings.ToLower(c.message)
-	for _, rule := range []func(*call) (app.Classification, bool){zhipuRule, openaiRule, anthropicRule, geminiRule} {
+	for _, rule := range []func(*call) (app.Classification, bool){ollamaRule, zhipuRule, openaiRule, anthropicRule, geminiRule} {
 		if cls, ok := rule(c); ok {
 			return c.finish(cls)
 		}
@@ -676,4 +676,14 @@ func oneLine(s string, max int) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// ollamaRule: a 404 for a model Ollama has not pulled ("model 'x' not found", older versions
+// add "try pulling it first") is not the caller's fault: the backend lacks the model until an
+// operator runs `ollama pull`, so a route falls back and the operator is told (manual_action).
+func ollamaRule(c *call) (app.Classification, bool) {
+	if c.kind == Ollama && c.status == http.StatusNotFound && strings.Contains(c.lower, "model") && strings.Contains(c.lower, "not found") {
+		return c.result(app.ClassManualAction), true
+	}
+	return app.Classification{}, false
 }

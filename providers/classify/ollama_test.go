@@ -8,10 +8,18 @@ import (
 
 func ollamaCases() []tc {
 	return []tc{
+		// A model that is not pulled: an operator must run `ollama pull` (routes fall back).
 		{name: "NativeModelNotFound404", kind: Ollama, status: 404, body: `{"error":"model \"llama9\" not found, try pulling it first"}`,
-			class: app.ClassClientError},
+			class: app.ClassManualAction},
 		{name: "CompatibleModelNotFound404", kind: Ollama, status: 404,
 			body:  `{"error":{"message":"model \"llama9\" not found, try pulling it first","type":"not_found_error","param":null,"code":null}}`,
+			class: app.ClassManualAction, code: "not_found_error"},
+		{name: "CompatibleModelNotFoundNewer404", kind: Ollama, status: 404,
+			body:  `{"error":{"message":"model 'qwen3:32b' not found","type":"not_found_error","param":null,"code":null}}` + "\n",
+			class: app.ClassManualAction, code: "not_found_error"},
+		// The same 404 from an OpenAI-compatible server that is not Ollama is the caller's.
+		{name: "OpenAICompatibleModelNotFound404", kind: OpenAI, status: 404,
+			body:  `{"error":{"message":"model 'qwen3:32b' not found","type":"not_found_error","param":null,"code":null}}`,
 			class: app.ClassClientError, code: "not_found_error"},
 		{name: "CompatibleInvalidRequest400", kind: Ollama, status: 400,
 			body:  `{"error":{"message":"invalid message format","type":"invalid_request_error","param":null,"code":null}}`,
