@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -231,20 +232,53 @@ func (s *Server) invoicesRate(c echo.Context) error {
 	return flash(c, invoicesBase(org.ID), fmt.Sprintf("The rate of %s is 1 USD = ¥%s (%s).", period, app.FormatMoney(rate), source))
 }
 
+// providersPage shows the upstream providers with the cooldowns in force and the open quota
+// windows (gateway-wide state): two statements after the org.
 func (s *Server) providersPage(c echo.Context) error {
+	ctx := c.Request().Context()
 	org, err := s.consoleOrg(c)
 	if err != nil {
 		return err
 	}
-	byProvider := map[string][]string{}
+	loc := orgLocation(org)
+	d := views.ProvidersData{Shell: s.shell(c, &org, "providers", "Providers / プロバイダー"), TimeZone: org.TimeZone}
+	byProvider := map[string]*views.ProviderRow{}
 	if s.cfg.Gateway != nil && s.cfg.Gateway.Catalog != nil {
 		for _, m := range s.cfg.Gateway.Catalog.Models() {
-			byProvider[m.Provider] = append(byProvider[m.Provider], m.Name)
+			row := byProvider[m.Provider]
+			if row == nil {
+				row = &views.ProviderRow{Name: m.Provider, Local: m.Local}
+				byProvider[m.Provider] = row
+			}
+			row.Models = append(row.Models, m.Name)
 		}
 	}
-	d := views.ProvidersData{Shell: s.shell(c, &org, "providers", "Providers / プロバイダー")}
-	for p, ms := range byProvider {
-		d.Providers = append(d.Providers, views.ProviderRow{Name: p, Models: ms})
+	if s.cfg.Cooldowns != nil {
+		cds, err := s.cfg.Cooldowns.List(ctx, s.cfg.Gateway.Now())
+		if err != nil {
+			return err
+		}
+		for _, cd := range cds {
+			d.Cooldowns = append(d.Cooldowns, views.CooldownRow{Provider: cd.Provider, Model: cd.Model, Class: string(cd.Class),
+				Code: cd.Code, ResetAt: cd.ResetAt.In(loc), LastSeen: cd.LastSeen.In(loc), Count: cd.Count})
+			if row := byProvider[cd.Provider]; row != nil {
+				row.Cooling++
+			}
+		}
+	}
+	if s.cfg.Gateway != nil && s.cfg.Gateway.Catalog != nil {
+		quotas, err := s.quotaStatus(ctx)
+		if err != nil {
+			return err
+		}
+		for _, q := range quotas {
+			d.Quotas = append(d.Quotas, views.QuotaRow{Provider: q.Provider, Model: q.Model, Kind: q.Kind, Limit: q.Limit,
+				Effective: q.Effective, Used: q.Used, Held: q.Reserved, ResetsAt: q.ResetsAt.In(loc)})
+		}
+	}
+	for _, row := range byProvider {
+		slices.Sort(row.Models)
+		d.Providers = append(d.Providers, *row)
 	}
 	sort.Slice(d.Providers, func(i, j int) bool { return d.Providers[i].Name < d.Providers[j].Name })
 	return render(c, http.StatusOK, views.ProvidersPage(d))

@@ -139,6 +139,16 @@ func TestQuotaWindowHoldsUnderConcurrency(t *testing.T) {
 		t.Errorf("status quotas %s", body)
 	}
 
+	// The console's providers page shows the same windows.
+	owner := f.s.mustUser(t, "owner@acme.example", "owner", tn.org, "")
+	page := owner.mustPage("/console/orgs/"+tn.org+"/providers", 200)
+	for _, want := range []string{"alpha / alpha-1", "requests per minute", "tokens per minute", "requests per day",
+		`<td class="num">50 <span class="muted">(60)</span></td>`, "No cooldown is in force"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("providers page lacks %q", want)
+		}
+	}
+
 	// The route falls back to beta without calling alpha; alpha's next minute admits again.
 	before := f.alpha.ChatRequests()
 	resp, body = f.s.do(t, "POST", "/v1/chat/completions", tn.secret, chatBody("auto", `,"max_tokens":20`))
@@ -231,6 +241,13 @@ func TestModelByNameRetriesAndCoolsDown(t *testing.T) {
 	}
 	if got := f.s.sumReserved(t); got != 0 {
 		t.Errorf("budgets still hold %d", got)
+	}
+	owner := f.s.mustUser(t, "owner@acme.example", "owner", tn.org, "")
+	page := owner.mustPage("/console/orgs/"+tn.org+"/providers", 200)
+	for _, want := range []string{"1 cooling down", "throttled", "<code>rate_limit_exceeded</code>", "beta-1"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("providers page lacks %q", want)
+		}
 	}
 }
 
