@@ -281,8 +281,8 @@ func (g *Gateway) PrepareModel(ctx context.Context, requestID string, p *Princip
 // request_too_large, EINVALID for an impossible worst case, EUNAVAILABLE from the ledger.
 func (g *Gateway) reserve(ctx context.Context, c *Call, rr *ReserveRequest, now time.Time) (ReserveResult, error) {
 	m, p := c.Model, c.Principal
-	rr.Amount = c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.Rate)
-	rr.GlobalAmount = c.Price.Cost(c.EstInput, 0, c.MaxOutput, c.GlobalRate)
+	rr.Amount = c.Price.WorstCost(c.EstInput, c.MaxOutput, c.Rate)
+	rr.GlobalAmount = c.Price.WorstCost(c.EstInput, c.MaxOutput, c.GlobalRate)
 	rr.MaxOutputTokens = c.MaxOutput
 	rr.Quotas = m.Quota.Claims(m.Provider, m.UpstreamName, now, c.EstInput+c.MaxOutput)
 	for _, q := range rr.Quotas {
@@ -333,7 +333,7 @@ func (g *Gateway) clampedMax(ctx context.Context, c *Call, rr ReserveRequest, ch
 	}
 	fits := func(per int64) bool {
 		out := per * choices
-		return c.Price.Cost(c.EstInput, 0, out, c.Rate) <= room && c.Price.Cost(c.EstInput, 0, out, c.GlobalRate) <= groom
+		return c.Price.WorstCost(c.EstInput, out, c.Rate) <= room && c.Price.WorstCost(c.EstInput, out, c.GlobalRate) <= groom
 	}
 	lo, hi := int64(0), c.PerChoiceMax-1 // the largest per-choice value that fits, in [lo, hi]
 	if !fits(lo) {
@@ -424,8 +424,7 @@ func (c *Call) UpstreamRequest() *ProviderRequest {
 // usage (a broken upstream) is recorded at MaxReservation, so it still blocks the node as an
 // overrun but cannot overflow a budget counter.
 func (c *Call) Cost(u Usage) (org, global int64) {
-	return min(c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.Rate), MaxReservation),
-		min(c.Price.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens, c.GlobalRate), MaxReservation)
+	return min(c.Price.CostOf(u, c.Rate), MaxReservation), min(c.Price.CostOf(u, c.GlobalRate), MaxReservation)
 }
 
 // CountOutput estimates the tokens of generated text (to settle a broken stream).

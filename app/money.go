@@ -78,6 +78,25 @@ type Price struct {
 	OutputPerM int64
 	// CachedPerM prices cached input tokens; 0 means cached input is billed as plain input.
 	CachedPerM int64
+	// CacheWritePerM prices input tokens written to the provider's prompt cache (Anthropic
+	// bills them at 1.25x the input price); 0 means they are billed as plain input.
+	CacheWritePerM int64
+}
+
+// Cost returns the cost of usage (see Cost).
+func (p Price) CostOf(u Usage, rate int64) int64 {
+	return p.cost(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens, rate)
+}
+
+// WorstCost is the most input tokens of input and output tokens of output can cost: every
+// input token at the dearer of the input and cache-write prices (a request may write the
+// cache), none of them cached.
+func (p Price) WorstCost(input, output, rate int64) int64 {
+	writes := int64(0)
+	if p.CacheWritePerM > p.InputPerM {
+		writes = input
+	}
+	return p.cost(input, 0, writes, output, rate)
 }
 
 // Cost returns the cost of the given token counts in micro-units of a currency, converting USD
@@ -85,11 +104,19 @@ type Price struct {
 // Micro). cached counts the part of input that was a cache hit. The result is rounded UP so the
 // ledger never under-counts; the arithmetic is 128-bit so no realistic input overflows.
 func (p Price) Cost(input, cached, output, rate int64) int64 {
+	return p.cost(input, cached, 0, output, rate)
+}
+
+// cost is Cost with writes, the part of input written to the prompt cache.
+func (p Price) cost(input, cached, writes, output, rate int64) int64 {
 	if input < 0 {
 		input = 0
 	}
 	if cached < 0 || cached > input {
 		cached = 0
+	}
+	if writes < 0 || writes > input-cached {
+		writes = 0
 	}
 	if output < 0 {
 		output = 0
@@ -101,14 +128,18 @@ func (p Price) Cost(input, cached, output, rate int64) int64 {
 	if cachedPrice == 0 {
 		cachedPrice = p.InputPerM
 	}
-	// micro-USD x 1e6 (prices are per 1M tokens): exact, fits in int64 for tokens < 9e18/price.
-	hi1, lo1 := bits.Mul64(uint64(input-cached), uint64(p.InputPerM))
-	hi2, lo2 := bits.Mul64(uint64(cached), uint64(cachedPrice))
-	hi3, lo3 := bits.Mul64(uint64(output), uint64(p.OutputPerM))
-	lo, c := bits.Add64(lo1, lo2, 0)
-	hi := hi1 + hi2 + c
-	lo, c = bits.Add64(lo, lo3, 0)
-	hi += hi3 + c
+	writePrice := p.CacheWritePerM
+	if writePrice == 0 {
+		writePrice = p.InputPerM
+	}
+	// micro-USD x 1e6 (prices are per 1M tokens): exact in 128 bits.
+	var hi, lo uint64
+	for _, t := range [...][2]int64{{input - cached - writes, p.InputPerM}, {cached, cachedPrice}, {writes, writePrice}, {output, p.OutputPerM}} {
+		h, l := bits.Mul64(uint64(t[0]), uint64(t[1]))
+		var c uint64
+		lo, c = bits.Add64(lo, l, 0)
+		hi += h + c
+	}
 	if hi != 0 {
 		return 1<<63 - 1
 	}

@@ -215,3 +215,33 @@ func TestValidCurrency(t *testing.T) {
 		}
 	}
 }
+
+func TestCostWithCacheWrites(t *testing.T) {
+	// Claude-like prices in micro-USD per 1M tokens: input 3, output 15, cache read 0.30, cache
+	// write 3.75 (1.25x).
+	p := app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CachedPerM: 300_000, CacheWritePerM: 3_750_000}
+	u := app.Usage{PromptTokens: 2104, CachedTokens: 2000, CacheWriteTokens: 100, CompletionTokens: 30}
+	// 4 x 3 + 2000 x 0.30 + 100 x 3.75 + 30 x 15 = 1,437 micro-USD.
+	if got := p.CostOf(u, app.Micro); got != 1437 {
+		t.Errorf("CostOf = %d micro-USD, want 1437", got)
+	}
+	// Without a cache-write price, writes are plain input: 104 x 3 + 600 + 450 = 1,362.
+	if got := (app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CachedPerM: 300_000}).CostOf(u, app.Micro); got != 1362 {
+		t.Errorf("CostOf without a cache-write price = %d, want 1362", got)
+	}
+	// Writes beyond the uncached input are ignored rather than trusted.
+	if got := p.CostOf(app.Usage{PromptTokens: 10, CachedTokens: 5, CacheWriteTokens: 6}, app.Micro); got != p.Cost(10, 5, 0, app.Micro) {
+		t.Errorf("impossible writes priced %d", got)
+	}
+	// The worst case prices every input token at the dearer cache-write price.
+	if got := p.WorstCost(1000, 100, app.Micro); got != 5250 {
+		t.Errorf("WorstCost = %d, want 5250 (1000 x 3.75 + 100 x 15)", got)
+	}
+	cheapWrites := app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CacheWritePerM: 1_000_000}
+	if got, want := cheapWrites.WorstCost(1000, 100, app.Micro), cheapWrites.Cost(1000, 0, 100, app.Micro); got != want {
+		t.Errorf("WorstCost with cheaper writes = %d, want the plain input price %d", got, want)
+	}
+	if got := p.CostOf(u, 150*app.Micro); got != 1437*150 {
+		t.Errorf("in yen: %d, want %d", got, 1437*150)
+	}
+}

@@ -12,6 +12,9 @@ type Usage struct {
 	CompletionTokens int64
 	// CachedTokens is the part of PromptTokens served from the provider's prompt cache.
 	CachedTokens int64
+	// CacheWriteTokens is the part of PromptTokens written to the provider's prompt cache
+	// (Anthropic's cache_creation_input_tokens), priced at Price.CacheWritePerM.
+	CacheWriteTokens int64
 }
 
 // ProviderRequest is one OpenAI-shaped call to an upstream. Body is the caller's JSON object

@@ -223,3 +223,27 @@ func TestQuotaAllOrNothing(t *testing.T) {
 		t.Fatalf("open windows after pruning: %v %v", open, err)
 	}
 }
+
+// TestSettleRecordsCacheWrites: the ledger row keeps the cache-write tokens of its usage.
+func TestSettleRecordsCacheWrites(t *testing.T) {
+	ctx := context.Background()
+	dbs, ledgers := mustProcesses(t, 1)
+	tn := mustTenant(t, dbs[0], "acme")
+	req := reserveReq(tn, 5*app.Micro, dbs[0].Now())
+	if res, err := ledgers[0].Reserve(ctx, req); err != nil || !res.Admitted {
+		t.Fatalf("reserve: %v %+v", err, res)
+	}
+	st := app.Settlement{RequestID: req.RequestID, Status: app.StatusCommitted, Actual: app.Micro, GlobalActual: app.Micro,
+		Usage: app.Usage{PromptTokens: 2104, CachedTokens: 2000, CacheWriteTokens: 100, CompletionTokens: 30}, UsageSource: "upstream"}
+	if out, err := ledgers[0].Settle(ctx, st); err != nil || !out.Applied {
+		t.Fatalf("settle: %v %+v", err, out)
+	}
+	var in, cached, writes, out int64
+	if err := dbs[0].Pool.QueryRow(ctx, `SELECT input_tokens, cached_tokens, cache_write_tokens, output_tokens
+		FROM reservations WHERE request_id = $1`, req.RequestID).Scan(&in, &cached, &writes, &out); err != nil {
+		t.Fatal(err)
+	}
+	if in != 2104 || cached != 2000 || writes != 100 || out != 30 {
+		t.Errorf("row tokens %d/%d/%d/%d, want 2104/2000/100/30", in, cached, writes, out)
+	}
+}

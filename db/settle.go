@@ -78,7 +78,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 	seen := make(map[string]bool, len(batch))
 	sent := make([]*settleCall, 0, len(batch))
 	var rids, statuses, nonces, sources []string
-	var actuals, gactuals, itoks, ctoks, otoks []int64
+	var actuals, gactuals, itoks, ctoks, otoks, wtoks []int64
 	for _, c := range batch {
 		c.out = app.SettleOutcome{}
 		if seen[c.s.RequestID] {
@@ -95,16 +95,17 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 		itoks = append(itoks, c.s.Usage.PromptTokens)
 		ctoks = append(ctoks, c.s.Usage.CachedTokens)
 		otoks = append(otoks, c.s.Usage.CompletionTokens)
+		wtoks = append(wtoks, c.s.Usage.CacheWriteTokens)
 	}
 	b.Queue(`WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
-				$6::bigint[], $7::bigint[], $8::bigint[], $9::text[])
-				AS d(rid, st, nonce, act, gact, itok, ctok, otok, src)),
+				$6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $11::bigint[])
+				AS d(rid, st, nonce, act, gact, itok, ctok, otok, src, wtok)),
 		upd AS (
 			UPDATE reservations r SET status = d.st, actual = d.act,
 				global_actual = CASE WHEN r.global_budget_id IS NULL THEN NULL ELSE d.gact END,
 				apply_nonce = d.nonce::uuid, overrun = d.act > r.amount,
-				input_tokens = d.itok, cached_tokens = d.ctok, output_tokens = d.otok,
+				input_tokens = d.itok, cached_tokens = d.ctok, output_tokens = d.otok, cache_write_tokens = d.wtok,
 				usage_source = nullif(d.src, ''), settled_at = $10
 			FROM d
 			WHERE r.request_id = d.rid AND r.status = 'pending'
@@ -132,7 +133,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 			UPDATE quota_windows w SET reserved = w.reserved - qmv.res, used = w.used + qmv.used
 			FROM qmv WHERE w.id = qmv.qid RETURNING w.id)
 		SELECT request_id, overrun FROM upd`,
-		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.now())
+		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.now(), wtoks)
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {

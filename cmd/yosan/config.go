@@ -172,6 +172,7 @@ type priceConf struct {
 	Input       string `yaml:"input"`
 	Output      string `yaml:"output"`
 	CachedInput string `yaml:"cached_input"`
+	CacheWrite  string `yaml:"cache_write"`
 }
 
 type modelConf struct {
@@ -767,6 +768,11 @@ func toPrice(p priceConf) (app.Price, error) {
 	if p.CachedInput != "" {
 		if out.CachedPerM, err = app.ParseMoney(p.CachedInput); err != nil {
 			return out, fmt.Errorf("cached_input: %s", app.ErrorMessage(err))
+		}
+	}
+	if p.CacheWrite != "" {
+		if out.CacheWritePerM, err = app.ParseMoney(p.CacheWrite); err != nil {
+			return out, fmt.Errorf("cache_write: %s", app.ErrorMessage(err))
 		}
 	}
 	return out, nil

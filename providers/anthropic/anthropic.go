@@ -147,10 +147,10 @@ func New(cfg Config) *Client {
 //
 // Usage: prompt_tokens is input_tokens + cache_creation_input_tokens + cache_read_input_tokens
 // (Anthropic's input_tokens counts only the uncached rest), prompt_tokens_details.cached_tokens
-// and Usage.CachedTokens are cache_read_input_tokens. The gateway prices CachedTokens at the
-// model's cached-input price and the rest of PromptTokens, cache creation included, at the
-// input price; Anthropic bills cache writes at 1.25x (5-minute) or 2x (1-hour) the input price,
-// so answers that write the cache cost somewhat more upstream than the gateway records.
+// and Usage.CachedTokens are cache_read_input_tokens, Usage.CacheWriteTokens is
+// cache_creation_input_tokens. The gateway prices each at the model's cached-input and
+// cache-write prices (Anthropic bills cache writes at 1.25x the input price for 5 minutes, 2x
+// for an hour: configure the one you use) and the rest at the input price.
 //
 // Errors: *app.UpstreamError for an HTTP error answer (Status, Header and Body exactly as
 // received), a transport failure (Status 0, Timeout when a deadline expired), a 2xx answer that

@@ -297,7 +297,7 @@ func TestChatCompletion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (app.Usage{PromptTokens: 2104, CompletionTokens: 30, CachedTokens: 2000}); !resp.HasUsage || resp.Usage != want {
+		if want := (app.Usage{PromptTokens: 2104, CompletionTokens: 30, CachedTokens: 2000, CacheWriteTokens: 100}); !resp.HasUsage || resp.Usage != want {
 			t.Errorf("usage %+v, want %+v", resp.Usage, want)
 		}
 		// The official OpenAI SDK reads the translated answer.

@@ -56,12 +56,14 @@ func (t *tokens) merge(u *usageJSON) {
 	}
 }
 
-// usage is the gateway's view: every input token is a prompt token, cache reads are cached.
+// usage is the gateway's view: every input token is a prompt token, cache reads are cached,
+// cache creation is a cache write.
 func (t tokens) usage() app.Usage {
 	return app.Usage{
 		PromptTokens:     t.input + t.cacheCreation + t.cacheRead,
 		CompletionTokens: t.output,
 		CachedTokens:     t.cacheRead,
+		CacheWriteTokens: t.cacheCreation,
 	}
 }
 

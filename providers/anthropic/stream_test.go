@@ -88,7 +88,7 @@ func TestStream(t *testing.T) {
 			t.Errorf("counted text %q", text.String())
 		}
 		last := chunks[len(chunks)-1]
-		if wantU := (app.Usage{PromptTokens: 114, CompletionTokens: 5, CachedTokens: 100}); !last.UsageOnly || last.Usage == nil || *last.Usage != wantU {
+		if wantU := (app.Usage{PromptTokens: 114, CompletionTokens: 5, CachedTokens: 100, CacheWriteTokens: 10}); !last.UsageOnly || last.Usage == nil || *last.Usage != wantU {
 			t.Errorf("last chunk %+v", last)
 		}
 		for _, c := range chunks[:len(chunks)-1] {
