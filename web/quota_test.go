@@ -249,6 +249,15 @@ func TestModelByNameRetriesAndCoolsDown(t *testing.T) {
 			t.Errorf("providers page lacks %q", want)
 		}
 	}
+	// The cooldown ends on the gateway's clock: two minutes later beta is called again.
+	f.now = f.now.Add(2 * time.Minute)
+	before = f.beta.ChatRequests()
+	if st, _, body, _ := call(); st != 200 || f.beta.ChatRequests() != before+1 {
+		t.Fatalf("after the cooldown: %d %s, calls +%d", st, body, f.beta.ChatRequests()-before)
+	}
+	if page := owner.mustPage("/console/orgs/"+tn.org+"/providers", 200); !strings.Contains(page, "No cooldown is in force") {
+		t.Errorf("providers page still shows a cooldown")
+	}
 }
 
 // TestClampMaxTokens: a plan with clamp_max_tokens lowers max_tokens to what the budget still
