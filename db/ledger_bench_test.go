@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"yosan/app"
 	"yosan/db"
@@ -12,12 +13,15 @@ import (
 
 // BenchmarkReserveSettle measures the ledger alone: one reserve and one commit per request on
 // one hot org, sequentially (the latency a lone request pays) and from many goroutines (the
-// throughput batching buys). Run: make bench-ledger.
+// throughput batching buys), without and with provider quota windows (RPM, RPD, TPM held in
+// the same transaction). Run: YOSAN_TEST_DATABASE_URL=$(make -s db-url) go test ./db -run '^$' -bench ReserveSettle
 func BenchmarkReserveSettle(b *testing.B) {
+	quota := &app.Quota{RPM: 1 << 40, RPD: 1 << 40, TPM: 1 << 50, Location: time.UTC}
 	for _, bc := range []struct {
 		name     string
 		parallel int
-	}{{"Sequential", 0}, {"Parallel64", 64}} {
+		quota    *app.Quota
+	}{{"Sequential", 0, nil}, {"Parallel64", 64, nil}, {"SequentialQuotas", 0, quota}, {"Parallel64Quotas", 64, quota}} {
 		b.Run(bc.name, func(b *testing.B) {
 			d := dbtest.New(b)
 			now := fixedNow(d)
@@ -27,12 +31,15 @@ func BenchmarkReserveSettle(b *testing.B) {
 			mustCap(b, l, app.Node{Kind: app.NodeOrg, ID: tn.org.ID}, 1_000_000_000)
 			ctx := context.Background()
 			one := func() {
-				res, err := l.Reserve(ctx, reserveReq(tn, 1000, now))
+				req := reserveReq(tn, 1000, now)
+				req.Quotas = bc.quota.Claims("demo", "demo-mini", now, 110)
+				res, err := l.Reserve(ctx, req)
 				if err != nil || !res.Admitted {
 					b.Fatal(err, res)
 				}
 				if _, err := l.Settle(ctx, app.Settlement{RequestID: res.Reservation.RequestID, Status: app.StatusCommitted,
-					Actual: 900, GlobalActual: 900, LockIDs: res.Reservation.LockIDs()}); err != nil {
+					Actual: 900, GlobalActual: 900, LockIDs: res.Reservation.LockIDs(), QuotaIDs: res.Reservation.QuotaIDs,
+					Usage: app.Usage{PromptTokens: 10, CompletionTokens: 90}}); err != nil {
 					b.Fatal(err)
 				}
 			}
