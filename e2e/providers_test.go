@@ -26,7 +26,14 @@ func TestRouteGeminiZhipuOllama(t *testing.T) {
 	zsrv := httptest.NewServer(zf)
 	of := ollamafake.New(ollamafake.Options{Models: []string{"llama3.2"}})
 	osrv := httptest.NewServer(of)
-	t.Cleanup(func() { gf.Close(); gsrv.Close(); zf.Close(); zsrv.Close(); of.Close(); osrv.Close() })
+	t.Cleanup(func() {
+		gf.Close()
+		gsrv.Close()
+		zf.Close()
+		zsrv.Close()
+		of.Close()
+		osrv.Close()
+	})
 	cfg := `providers:
   - {name: gemini, type: gemini, base_url: ` + gsrv.URL + `, api_key_env: YOSAN_E2E_GEMINI}
   - {name: zhipu, type: zhipu, base_url: ` + zsrv.URL + zhipufake.DefaultPrefix + `, api_key_env: YOSAN_E2E_ZHIPU}
