@@ -17,7 +17,9 @@ import (
 func TestCrashedGatewaySwept(t *testing.T) {
 	fu := newFakeUpstream(t, openaifake.Options{PromptTokens: 20, CompletionTokens: 60, ChunkDelay: 20 * time.Millisecond})
 	url := dbtest.NewURL(t)
-	fast := "request_timeout: 1s\nsettle_margin: 0s\nsweeper: {interval: 200ms}\n"
+	// The request must still be in flight when the victim is killed: its timeout leaves a wide
+	// margin for a loaded machine (the whole suite runs in parallel under -race).
+	fast := "request_timeout: 4s\nsettle_margin: 0s\nsweeper: {interval: 200ms}\n"
 	victim := startGateway(t, url, fakeConfig(fu.URL)+fast)
 	tn := victim.newTenant(t, "free")
 
