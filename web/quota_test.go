@@ -316,6 +316,13 @@ func TestClampMaxTokens(t *testing.T) {
 		t.Errorf("%d tokens would have cost %d, within the cap: the clamp is not the largest", to+1, next)
 	}
 
+	// The console's plans table says which plans clamp.
+	owner := f.s.mustUser(t, "owner@acme.example", "owner", clampy.org, "")
+	if page := owner.mustPage("/console/orgs/"+clampy.org+"/models", 200); !strings.Contains(page, "<td>clampy</td>") ||
+		!strings.Contains(page, "max_tokens lowered to fit") || !strings.Contains(page, "refused (429)") {
+		t.Errorf("plans table does not show the clamping plan")
+	}
+
 	// A budget that holds fewer than MinClampedTokens: refused, not clamped to nothing.
 	tiny := f.s.mustTenant(t, "clampy")
 	f.s.admin(t, "PUT", "/admin/v1/budgets/org/"+tiny.org, `{"cap":"0.001"}`, 200) // about 10 tokens
