@@ -70,14 +70,17 @@ type InvoiceLine struct {
 	Model    string
 	// PriceFrom is when the line's unit prices took effect (zero: since always).
 	PriceFrom time.Time
-	// InputPerM, CachedPerM and OutputPerM are the line's USD prices per 1M tokens, in
-	// micro-USD (for the description).
-	InputPerM, CachedPerM, OutputPerM int64
-	Description                       string
-	Requests                          int64
-	InputTokens                       int64
-	CachedTokens                      int64
-	OutputTokens                      int64
+	// InputPerM, CachedPerM, CacheWritePerM and OutputPerM are the line's USD prices per 1M
+	// tokens, in micro-USD (for the description).
+	InputPerM, CachedPerM, CacheWritePerM, OutputPerM int64
+	Description                                       string
+	Requests                                          int64
+	// InputTokens counts every input token; CachedTokens and CacheWriteTokens are the parts of
+	// it read from and written to the provider's prompt cache.
+	InputTokens      int64
+	CachedTokens     int64
+	CacheWriteTokens int64
+	OutputTokens     int64
 	// Quantity is the tokens billed (input + output).
 	Quantity int64
 	// LedgerMicro is the exact sum of the ledger rows behind a usage line, in micro-units of
@@ -137,12 +140,13 @@ type LedgerGroup struct {
 	Provider string
 	Model    string
 	// PriceFrom is when the prices took effect (zero: since always, or unknown prices).
-	PriceFrom                         time.Time
-	InputPerM, CachedPerM, OutputPerM int64
-	Requests                          int64
-	InputTokens                       int64
-	CachedTokens                      int64
-	OutputTokens                      int64
+	PriceFrom                                         time.Time
+	InputPerM, CachedPerM, CacheWritePerM, OutputPerM int64
+	Requests                                          int64
+	InputTokens                                       int64
+	CachedTokens                                      int64
+	CacheWriteTokens                                  int64
+	OutputTokens                                      int64
 	// Micro is the sum of the rows' actual costs in micro-units of the org currency.
 	Micro int64
 }

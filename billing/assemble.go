@@ -90,10 +90,11 @@ func Assemble(cfg Config, f app.InvoiceFacts) (app.Invoice, error) {
 	for i, g := range f.Groups {
 		inv.Lines = append(inv.Lines, app.InvoiceLine{
 			N: i + 1, Kind: app.LineUsage, Provider: g.Provider, Model: g.Model, PriceFrom: g.PriceFrom,
-			InputPerM: g.InputPerM, CachedPerM: g.CachedPerM, OutputPerM: g.OutputPerM,
+			InputPerM: g.InputPerM, CachedPerM: g.CachedPerM, CacheWritePerM: g.CacheWritePerM, OutputPerM: g.OutputPerM,
 			Description: fmt.Sprintf("LLM API 利用料 %s / LLM API usage", g.Model),
-			Requests:    g.Requests, InputTokens: g.InputTokens, CachedTokens: g.CachedTokens, OutputTokens: g.OutputTokens,
-			Quantity: g.InputTokens + g.OutputTokens, LedgerMicro: g.Micro, Amount: yen[i], TaxRate: app.StandardTaxRate,
+			Requests:    g.Requests, InputTokens: g.InputTokens, CachedTokens: g.CachedTokens, CacheWriteTokens: g.CacheWriteTokens,
+			OutputTokens: g.OutputTokens,
+			Quantity:     g.InputTokens + g.OutputTokens, LedgerMicro: g.Micro, Amount: yen[i], TaxRate: app.StandardTaxRate,
 		})
 	}
 	inv.Subtotal = usage

@@ -709,15 +709,21 @@ func (d *invoiceDoc) lineRow(l app.InvoiceLine, y float64, draw bool) float64 {
 		items := []string{
 			"入力 Input " + pdfCount(l.InputTokens),
 			"キャッシュ Cached " + pdfCount(l.CachedTokens),
-			"出力 Output " + pdfCount(l.OutputTokens),
 		}
+		if l.CacheWriteTokens != 0 {
+			items = append(items, "キャッシュ書込 Cache write "+pdfCount(l.CacheWriteTokens))
+		}
+		items = append(items, "出力 Output "+pdfCount(l.OutputTokens))
 		for _, s := range d.pack(items, "   ", descW, sub) {
 			text(s, muted)
 		}
-		if l.InputPerM > 0 || l.CachedPerM > 0 || l.OutputPerM > 0 {
+		if l.InputPerM > 0 || l.CachedPerM > 0 || l.CacheWritePerM > 0 || l.OutputPerM > 0 {
 			prices := []string{"単価（100万トークンあたり） Per 1M tokens:", "入力 " + pdfUSD(l.InputPerM)}
 			if l.CachedPerM > 0 {
 				prices = append(prices, "キャッシュ "+pdfUSD(l.CachedPerM))
+			}
+			if l.CacheWritePerM > 0 {
+				prices = append(prices, "キャッシュ書込 "+pdfUSD(l.CacheWritePerM))
 			}
 			prices = append(prices, "出力 "+pdfUSD(l.OutputPerM))
 			for _, s := range d.pack(prices, " ", descW, sub) {

@@ -323,3 +323,18 @@ func TestPDFFont(t *testing.T) {
 		}
 	})
 }
+
+// TestInvoicePDFCacheWrites: a line with prompt-cache writes prints their tokens and price.
+func TestInvoicePDFCacheWrites(t *testing.T) {
+	inv := pdfLongInvoice(1)
+	inv.Lines[0].CacheWriteTokens, inv.Lines[0].CacheWritePerM = 1_100, 3_750_000
+	text := pdfText(t, mustPDF(t, inv))
+	for _, want := range []string{"キャッシュ書込 Cache write 1,100", "キャッシュ書込 $3.75"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("PDF text lacks %q:\n%s", want, text)
+		}
+	}
+	if text := pdfText(t, mustPDF(t, pdfLongInvoice(1))); strings.Contains(text, "キャッシュ書込") {
+		t.Errorf("a line without cache writes prints them")
+	}
+}

@@ -103,6 +103,7 @@ type row struct {
 	model, provider    string
 	status             string
 	in, cached, out    int64
+	writes             int64 // prompt-cache writes, part of in
 	actual             int64
 	created            time.Time
 	orgID, keyID, rate string
@@ -122,12 +123,12 @@ func (f *fixture) insertRows(t *testing.T, rows []row) {
 		}
 		src = append(src, []any{uuid.NewString(), r.orgID, r.keyID, "2026-11", r.status, "JPY", r.actual, actual, []int64{},
 			uuid.New(), r.model, r.provider, r.model, int64(150 * app.Micro), r.in, r.out, r.in, r.cached, r.out,
-			r.created.Add(time.Minute), r.created})
+			r.created.Add(time.Minute), r.created, r.writes})
 	}
 	n, err := f.d.Pool.CopyFrom(context.Background(), pgx.Identifier{"reservations"},
 		[]string{"request_id", "org_id", "key_id", "period", "status", "currency", "amount", "actual", "budget_ids",
 			"apply_nonce", "model", "provider", "upstream_model", "usd_jpy", "est_input_tokens", "max_output_tokens",
-			"input_tokens", "cached_tokens", "output_tokens", "deadline", "created_at"},
+			"input_tokens", "cached_tokens", "output_tokens", "deadline", "created_at", "cache_write_tokens"},
 		pgx.CopyFromRows(src))
 	if err != nil || n != int64(len(rows)) {
 		t.Fatalf("copy %d rows: %d %v", len(rows), n, err)
@@ -163,6 +164,35 @@ func TestCloseTaxReferenceExample(t *testing.T) {
 		if l.Amount != 105 || l.TaxRate != 10 {
 			t.Errorf("line %+v", l)
 		}
+	}
+}
+
+// TestCloseCacheWrites: a line shows the prompt-cache writes (tokens and unit price) beside
+// the reads, on the stored invoice and its credit note.
+func TestCloseCacheWrites(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	price := app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CachedPerM: 300_000, CacheWritePerM: 3_750_000}
+	f.models(t, []model{{"claude", "anthropic", []app.DatedPrice{{Price: price}}}})
+	o, k := f.org(t, "Acme", app.JPY)
+	at := time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
+	f.insertRows(t, []row{
+		{model: "claude", provider: "anthropic", status: "committed", in: 2104, cached: 2000, writes: 100, out: 30, actual: 215_550, created: at, orgID: o.ID, keyID: k.ID},
+		{model: "claude", provider: "anthropic", status: "committed", in: 1000, writes: 1000, out: 100, actual: 787_500, created: at, orgID: o.ID, keyID: k.ID},
+	})
+	f.endOfMonth()
+	res, err := f.svc.ClosePeriod(ctx, "2026-11", "")
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("close: %+v %v", res, err)
+	}
+	inv, err := f.d.Invoice(ctx, o.ID, res[0].Result.Invoice.ID)
+	if err != nil || len(inv.Lines) != 1 {
+		t.Fatalf("stored invoice: %+v %v", inv, err)
+	}
+	l := inv.Lines[0]
+	if l.InputTokens != 3104 || l.CachedTokens != 2000 || l.CacheWriteTokens != 1100 || l.OutputTokens != 130 ||
+		l.CacheWritePerM != 3_750_000 || l.CachedPerM != 300_000 || l.LedgerMicro != 1_003_050 || l.Amount != 1 {
+		t.Fatalf("line %+v", l)
 	}
 }
 

@@ -178,22 +178,24 @@ func PeriodBounds(period string, loc *time.Location) (time.Time, time.Time, erro
 // prices in force when each request was made.
 func ledgerGroups(ctx context.Context, tx pgx.Tx, orgID, period string) ([]app.LedgerGroup, error) {
 	rows, _ := tx.Query(ctx, `SELECT r.provider, r.model, p.effective_from, coalesce(p.input_per_m, 0),
-			coalesce(p.cached_per_m, 0), coalesce(p.output_per_m, 0), count(*),
+			coalesce(p.cached_per_m, 0), coalesce(p.cache_write_per_m, 0), coalesce(p.output_per_m, 0), count(*),
 			coalesce(sum(r.input_tokens), 0)::bigint, coalesce(sum(r.cached_tokens), 0)::bigint,
-			coalesce(sum(r.output_tokens), 0)::bigint, coalesce(sum(r.actual), 0)::bigint
+			coalesce(sum(r.cache_write_tokens), 0)::bigint, coalesce(sum(r.output_tokens), 0)::bigint,
+			coalesce(sum(r.actual), 0)::bigint
 		FROM reservations r
 		LEFT JOIN LATERAL (
-			SELECT mp.effective_from, mp.input_per_m, mp.cached_per_m, mp.output_per_m FROM model_prices mp
+			SELECT mp.effective_from, mp.input_per_m, mp.cached_per_m, mp.cache_write_per_m, mp.output_per_m
+			FROM model_prices mp
 			WHERE mp.model = r.model AND mp.effective_from <= r.created_at
 			ORDER BY mp.effective_from DESC LIMIT 1) p ON true
 		WHERE r.org_id = $1 AND r.period = $2 AND r.status IN ('committed', 'expired')
-		GROUP BY 1, 2, 3, 4, 5, 6
+		GROUP BY 1, 2, 3, 4, 5, 6, 7
 		ORDER BY 1, 2, 3 NULLS FIRST`, orgID, period)
 	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (app.LedgerGroup, error) {
 		var g app.LedgerGroup
 		var from *time.Time
-		err := row.Scan(&g.Provider, &g.Model, &from, &g.InputPerM, &g.CachedPerM, &g.OutputPerM, &g.Requests,
-			&g.InputTokens, &g.CachedTokens, &g.OutputTokens, &g.Micro)
+		err := row.Scan(&g.Provider, &g.Model, &from, &g.InputPerM, &g.CachedPerM, &g.CacheWritePerM, &g.OutputPerM,
+			&g.Requests, &g.InputTokens, &g.CachedTokens, &g.CacheWriteTokens, &g.OutputTokens, &g.Micro)
 		if from != nil && from.Unix() > 0 {
 			g.PriceFrom = from.UTC()
 		}
@@ -369,10 +371,11 @@ func insertInvoice(ctx context.Context, tx pgx.Tx, inv *app.Invoice, issuerNumbe
 		}
 		b.Queue(`INSERT INTO invoice_lines (invoice_id, n, kind, provider, model, price_from, input_per_m, cached_per_m,
 				output_per_m, description, requests, input_tokens, cached_tokens, output_tokens, quantity, ledger_micro,
-				amount, tax_rate)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+				amount, tax_rate, cache_write_per_m, cache_write_tokens)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
 			inv.ID, l.N, l.Kind, l.Provider, l.Model, from, l.InputPerM, l.CachedPerM, l.OutputPerM, l.Description,
-			l.Requests, l.InputTokens, l.CachedTokens, l.OutputTokens, l.Quantity, l.LedgerMicro, l.Amount, l.TaxRate)
+			l.Requests, l.InputTokens, l.CachedTokens, l.OutputTokens, l.Quantity, l.LedgerMicro, l.Amount, l.TaxRate,
+			l.CacheWritePerM, l.CacheWriteTokens)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("insert invoice: %w", err)
@@ -431,7 +434,8 @@ func invoice(ctx context.Context, q pgx.Tx, orgID, id string) (app.Invoice, erro
 	}
 	inv := r.Invoice
 	rows, _ = q.Query(ctx, `SELECT n, kind, provider, model, price_from, input_per_m, cached_per_m, output_per_m,
-			description, requests, input_tokens, cached_tokens, output_tokens, quantity, ledger_micro, amount, tax_rate
+			description, requests, input_tokens, cached_tokens, output_tokens, quantity, ledger_micro, amount, tax_rate,
+			cache_write_per_m, cache_write_tokens
 		FROM invoice_lines WHERE invoice_id = $1 ORDER BY n`, id)
 	inv.Lines, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (app.InvoiceLine, error) {
 		var l app.InvoiceLine
@@ -439,7 +443,7 @@ func invoice(ctx context.Context, q pgx.Tx, orgID, id string) (app.Invoice, erro
 		var from *time.Time
 		err := row.Scan(&l.N, &kind, &l.Provider, &l.Model, &from, &l.InputPerM, &l.CachedPerM, &l.OutputPerM,
 			&l.Description, &l.Requests, &l.InputTokens, &l.CachedTokens, &l.OutputTokens, &l.Quantity, &l.LedgerMicro,
-			&l.Amount, &l.TaxRate)
+			&l.Amount, &l.TaxRate, &l.CacheWritePerM, &l.CacheWriteTokens)
 		l.Kind = app.LineKind(kind)
 		if from != nil {
 			l.PriceFrom = from.UTC()
@@ -524,6 +528,7 @@ func (db *DB) CreditInvoice(ctx context.Context, orgID, id, issuerNumber, prefix
 		for i, l := range orig.Lines {
 			l.Amount, l.LedgerMicro, l.Quantity = -l.Amount, -l.LedgerMicro, -l.Quantity
 			l.Requests, l.InputTokens, l.CachedTokens, l.OutputTokens = -l.Requests, -l.InputTokens, -l.CachedTokens, -l.OutputTokens
+			l.CacheWriteTokens = -l.CacheWriteTokens
 			cn.Lines[i] = l
 		}
 		if err := insertInvoice(ctx, tx, &cn, issuerNumber, prefix); err != nil {

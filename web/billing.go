@@ -128,11 +128,13 @@ type invoiceLineJSON struct {
 	Requests     int64      `json:"requests"`
 	InputTokens  int64      `json:"input_tokens"`
 	CachedTokens int64      `json:"cached_tokens"`
-	OutputTokens int64      `json:"output_tokens"`
-	Quantity     int64      `json:"quantity"`
-	LedgerTotal  string     `json:"ledger_total"`
-	Amount       int64      `json:"amount"`
-	TaxRate      int        `json:"tax_rate"`
+	// CacheWriteTokens is the part of input_tokens written to the provider's prompt cache.
+	CacheWriteTokens int64  `json:"cache_write_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	Quantity         int64  `json:"quantity"`
+	LedgerTotal      string `json:"ledger_total"`
+	Amount           int64  `json:"amount"`
+	TaxRate          int    `json:"tax_rate"`
 }
 
 type invoiceJSON struct {
@@ -180,8 +182,8 @@ func toInvoiceJSON(inv app.Invoice, supersededBy string) invoiceJSON {
 		Stripe: stripeStateJSON{Synced: inv.StripeSynced, InvoiceID: inv.StripeInvoiceID, CustomerID: inv.StripeCustomerID, Error: inv.StripeError}}
 	for _, l := range inv.Lines {
 		j := invoiceLineJSON{N: l.N, Kind: string(l.Kind), Provider: l.Provider, Model: l.Model, Description: l.Description,
-			Requests: l.Requests, InputTokens: l.InputTokens, CachedTokens: l.CachedTokens, OutputTokens: l.OutputTokens,
-			Quantity: l.Quantity, LedgerTotal: app.FormatMoney(l.LedgerMicro), Amount: l.Amount, TaxRate: l.TaxRate}
+			Requests: l.Requests, InputTokens: l.InputTokens, CachedTokens: l.CachedTokens, CacheWriteTokens: l.CacheWriteTokens,
+			OutputTokens: l.OutputTokens, Quantity: l.Quantity, LedgerTotal: app.FormatMoney(l.LedgerMicro), Amount: l.Amount, TaxRate: l.TaxRate}
 		if !l.PriceFrom.IsZero() {
 			f := l.PriceFrom
 			j.PriceFrom = &f

@@ -130,7 +130,7 @@ func roundingEN(mode app.TaxRounding) string {
 
 // hasPrices reports whether a usage line carries unit prices to print.
 func hasPrices(l app.InvoiceLine) bool {
-	return l.InputPerM > 0 || l.CachedPerM > 0 || l.OutputPerM > 0
+	return l.InputPerM > 0 || l.CachedPerM > 0 || l.CacheWritePerM > 0 || l.OutputPerM > 0
 }
 
 // docTitle is the document's title, Japanese and English.

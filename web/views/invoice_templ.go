@@ -822,129 +822,171 @@ func usageDetails(l app.InvoiceLine) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 73, "</span> <span class=\"item\">出力 <span lang=\"en\">Output</span> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 73, "</span> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var36 string
-		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(count(l.OutputTokens))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 185, Col: 81}
+		if l.CacheWriteTokens != 0 {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "<span class=\"item\">キャッシュ書込 <span lang=\"en\">Cache write</span> ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var36 string
+			templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(count(l.CacheWriteTokens))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 186, Col: 106}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 75, "</span> ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 76, "<span class=\"item\">出力 <span lang=\"en\">Output</span> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "</span> ")
+		var templ_7745c5c3_Var37 string
+		templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(count(l.OutputTokens))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 188, Col: 81}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 77, "</span> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if l.Requests > 0 {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 75, "<span class=\"item\">リクエスト <span lang=\"en\">Requests</span> ")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var37 string
-			templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(count(l.Requests))
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 187, Col: 89}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 76, "</span>")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 77, "</div>")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		if hasPrices(l) {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 78, "<div class=\"sub prices\">単価（100万トークンあたり） <span lang=\"en\">Per 1M tokens</span>: <span class=\"item\">入力 ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 78, "<span class=\"item\">リクエスト <span lang=\"en\">Requests</span> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var38 string
-			templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.InputPerM))
+			templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(count(l.Requests))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 193, Col: 52}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 190, Col: 89}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var38))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 79, "</span> ")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			if l.CachedPerM > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 80, "<span class=\"item\">キャッシュ ")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				var templ_7745c5c3_Var39 string
-				templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.CachedPerM))
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 195, Col: 63}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "</span> ")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 82, "<span class=\"item\">出力 ")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var40 string
-			templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.OutputPerM))
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 197, Col: 53}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var40))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 83, "</span></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 79, "</span>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		if !l.PriceFrom.IsZero() {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 84, "<div class=\"sub from\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 80, "</div>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		if hasPrices(l) {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "<div class=\"sub prices\">単価（100万トークンあたり） <span lang=\"en\">Per 1M tokens</span>: <span class=\"item\">入力 ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var41 string
-			templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(jaDate(l.PriceFrom))
+			var templ_7745c5c3_Var39 string
+			templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.InputPerM))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 202, Col: 24}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 196, Col: 52}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 85, "以降の単価 <span lang=\"en\">Prices from ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 82, "</span> ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if l.CachedPerM > 0 {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 83, "<span class=\"item\">キャッシュ ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var40 string
+				templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.CachedPerM))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 198, Col: 63}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var40))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 84, "</span> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			if l.CacheWritePerM > 0 {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 85, "<span class=\"item\">キャッシュ書込 ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var41 string
+				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.CacheWritePerM))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 201, Col: 73}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, "</span> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<span class=\"item\">出力 ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var42 string
-			templ_7745c5c3_Var42, templ_7745c5c3_Err = templ.JoinStringErrs(jaDate(l.PriceFrom))
+			templ_7745c5c3_Var42, templ_7745c5c3_Err = templ.JoinStringErrs(usdPrice(l.OutputPerM))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 202, Col: 91}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 203, Col: 53}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var42))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 86, "</span></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 88, "</span></div>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		if !l.PriceFrom.IsZero() {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 89, "<div class=\"sub from\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var43 string
+			templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(jaDate(l.PriceFrom))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 208, Col: 24}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 90, "以降の単価 <span lang=\"en\">Prices from ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var44 string
+			templ_7745c5c3_Var44, templ_7745c5c3_Err = templ.JoinStringErrs(jaDate(l.PriceFrom))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 208, Col: 91}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var44))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "</span></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -970,7 +1012,7 @@ func invoiceTotals(inv app.Invoice) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<section class=\"totals-section\" aria-labelledby=\"totals-h\"><h2 id=\"totals-h\" class=\"vh\">税率ごとの合計 / Totals by tax rate</h2><div class=\"totals-wrap\"><div class=\"scroll\" role=\"region\" aria-labelledby=\"totals-h\" tabindex=\"0\"><table class=\"totals\"><caption class=\"vh\">税率ごとの合計と消費税額 / Totals and consumption tax by rate</caption> <tbody><tr><th scope=\"row\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 92, "<section class=\"totals-section\" aria-labelledby=\"totals-h\"><h2 id=\"totals-h\" class=\"vh\">税率ごとの合計 / Totals by tax rate</h2><div class=\"totals-wrap\"><div class=\"scroll\" role=\"region\" aria-labelledby=\"totals-h\" tabindex=\"0\"><table class=\"totals\"><caption class=\"vh\">税率ごとの合計と消費税額 / Totals and consumption tax by rate</caption> <tbody><tr><th scope=\"row\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -978,20 +1020,20 @@ func invoiceTotals(inv app.Invoice) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 88, "</th><td class=\"num\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "</th><td class=\"num\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var44 string
-		templ_7745c5c3_Var44, templ_7745c5c3_Err = templ.JoinStringErrs(yen(inv.Subtotal))
+		var templ_7745c5c3_Var46 string
+		templ_7745c5c3_Var46, templ_7745c5c3_Err = templ.JoinStringErrs(yen(inv.Subtotal))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 217, Col: 42}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 223, Col: 42}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var44))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var46))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 89, "</td></tr><tr><th scope=\"row\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 94, "</td></tr><tr><th scope=\"row\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -999,20 +1041,20 @@ func invoiceTotals(inv app.Invoice) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 90, "</th><td class=\"num\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 95, "</th><td class=\"num\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var45 string
-		templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(yen(inv.Tax))
+		var templ_7745c5c3_Var47 string
+		templ_7745c5c3_Var47, templ_7745c5c3_Err = templ.JoinStringErrs(yen(inv.Tax))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 221, Col: 37}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 227, Col: 37}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var45))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var47))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "</td></tr><tr class=\"grand\"><th scope=\"row\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 96, "</td></tr><tr class=\"grand\"><th scope=\"row\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1020,92 +1062,92 @@ func invoiceTotals(inv app.Invoice) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 92, "</th><td class=\"num\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var46 string
-		templ_7745c5c3_Var46, templ_7745c5c3_Err = templ.JoinStringErrs(yen(inv.Total))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 225, Col: 39}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var46))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "</td></tr></tbody></table></div><p class=\"rounding\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var47 string
-		templ_7745c5c3_Var47, templ_7745c5c3_Err = templ.JoinStringErrs(roundingJA(inv.Rounding))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 231, Col: 30}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var47))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 94, " / <span lang=\"en\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 97, "</th><td class=\"num\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var48 string
-		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(roundingEN(inv.Rounding))
+		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(yen(inv.Total))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 231, Col: 77}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 231, Col: 39}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var48))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 95, "</span></p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 98, "</td></tr></tbody></table></div><p class=\"rounding\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var49 string
+		templ_7745c5c3_Var49, templ_7745c5c3_Err = templ.JoinStringErrs(roundingJA(inv.Rounding))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 237, Col: 30}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var49))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 99, " / <span lang=\"en\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var50 string
+		templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(roundingEN(inv.Rounding))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 237, Col: 77}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var50))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 100, "</span></p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if showFX(inv) {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 96, "<p class=\"fx\">為替レート / <span lang=\"en\">FX rate</span>: <span class=\"mono\">1 USD = ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 101, "<p class=\"fx\">為替レート / <span lang=\"en\">FX rate</span>: <span class=\"mono\">1 USD = ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var49 string
-			templ_7745c5c3_Var49, templ_7745c5c3_Err = templ.JoinStringErrs(fxRate(inv.USDJPY))
+			var templ_7745c5c3_Var51 string
+			templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(fxRate(inv.USDJPY))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 236, Col: 52}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 242, Col: 52}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var49))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var51))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 97, " JPY</span> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, " JPY</span> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if inv.FXSource != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 98, "(")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 103, "(")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var50 string
-				templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(inv.FXSource)
+				var templ_7745c5c3_Var52 string
+				templ_7745c5c3_Var52, templ_7745c5c3_Err = templ.JoinStringErrs(inv.FXSource)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 238, Col: 21}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 244, Col: 21}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var50))
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var52))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 99, ")")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 104, ")")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 100, "</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 105, "</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 101, "</div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 106, "</div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1130,12 +1172,12 @@ func invoicePayment(inv app.Invoice) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "<footer class=\"doc-foot\"><div class=\"foot-grid\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 107, "<footer class=\"doc-foot\"><div class=\"foot-grid\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if inv.Kind != app.KindCreditNote && (inv.Issuer.PaymentTerms != "" || inv.Issuer.BankAccount != "") {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 103, "<section class=\"payment\" aria-labelledby=\"payment-h\"><h2 id=\"payment-h\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 108, "<section class=\"payment\" aria-labelledby=\"payment-h\"><h2 id=\"payment-h\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1143,12 +1185,12 @@ func invoicePayment(inv app.Invoice) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 104, "</h2><dl>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 109, "</h2><dl>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if inv.Issuer.PaymentTerms != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 105, "<div><dt>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "<div><dt>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1156,26 +1198,26 @@ func invoicePayment(inv app.Invoice) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 106, "</dt><dd class=\"pre\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 111, "</dt><dd class=\"pre\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var52 string
-				templ_7745c5c3_Var52, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.PaymentTerms)
+				var templ_7745c5c3_Var54 string
+				templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.PaymentTerms)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 256, Col: 49}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 262, Col: 49}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var52))
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 107, "</dd></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 112, "</dd></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
 			if inv.Issuer.BankAccount != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 108, "<div><dt>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 113, "<div><dt>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1183,30 +1225,30 @@ func invoicePayment(inv app.Invoice) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 109, "</dt><dd class=\"pre\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 114, "</dt><dd class=\"pre\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var53 string
-				templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.BankAccount)
+				var templ_7745c5c3_Var55 string
+				templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.BankAccount)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 262, Col: 48}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 268, Col: 48}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var53))
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var55))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "</dd></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 115, "</dd></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 111, "</dl></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 116, "</dl></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 112, "<section class=\"notes\" aria-labelledby=\"notes-h\"><h2 id=\"notes-h\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 117, "<section class=\"notes\" aria-labelledby=\"notes-h\"><h2 id=\"notes-h\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1214,46 +1256,46 @@ func invoicePayment(inv app.Invoice) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 113, "</h2><ul><li>本請求書の利用料金は台帳の確定額の合計です / <span lang=\"en\">Usage amounts are sums of the gateway's ledger</span></li><li>明細の金額は税抜です。消費税は税率ごとの合計に対して計算しています。 <span class=\"en\" lang=\"en\">Line amounts exclude tax; the consumption tax is computed on the total per rate.</span></li></ul></section></div><p class=\"issued-by\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var54 string
-		templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.Name)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 281, Col: 40}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 114, " · ")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var55 string
-		templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.RegistrationNumber)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 281, Col: 77}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var55))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 115, " · ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 118, "</h2><ul><li>本請求書の利用料金は台帳の確定額の合計です / <span lang=\"en\">Usage amounts are sums of the gateway's ledger</span></li><li>明細の金額は税抜です。消費税は税率ごとの合計に対して計算しています。 <span class=\"en\" lang=\"en\">Line amounts exclude tax; the consumption tax is computed on the total per rate.</span></li></ul></section></div><p class=\"issued-by\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var56 string
-		templ_7745c5c3_Var56, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Number)
+		templ_7745c5c3_Var56, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.Name)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 281, Col: 95}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 287, Col: 40}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var56))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 116, "</p></footer>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 119, " · ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var57 string
+		templ_7745c5c3_Var57, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Issuer.RegistrationNumber)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 287, Col: 77}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var57))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, " · ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var58 string
+		templ_7745c5c3_Var58, templ_7745c5c3_Err = templ.JoinStringErrs(inv.Number)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/views/invoice.templ`, Line: 287, Col: 95}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var58))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 121, "</p></footer>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1280,7 +1322,7 @@ func invoiceStyles() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 117, "<style>\n\t\t:root {\n\t\t\t--ink: #1a1a1a;\n\t\t\t--muted: #555;\n\t\t\t--rule: #c8c8c8;\n\t\t\t--rule-strong: #1a1a1a;\n\t\t\t--head: #f0f0f0;\n\t\t\t--paper: #fff;\n\t\t\t--desk: #d9d9d9;\n\t\t}\n\t\t*, *::before, *::after { box-sizing: border-box; }\n\t\thtml { -webkit-text-size-adjust: 100%; text-size-adjust: 100%; }\n\t\tbody {\n\t\t\tmargin: 0;\n\t\t\tbackground: var(--desk);\n\t\t\tcolor: var(--ink);\n\t\t\tfont-family: \"Hiragino Kaku Gothic ProN\", \"Hiragino Sans\", \"Noto Sans JP\", \"Noto Sans CJK JP\", \"Yu Gothic\", YuGothic, Meiryo, system-ui, sans-serif;\n\t\t\tfont-size: 10pt;\n\t\t\tline-height: 1.55;\n\t\t\tfont-variant-numeric: tabular-nums;\n\t\t}\n\t\th1, h2, p, dl, dd, ul { margin: 0; }\n\t\t.en { color: var(--muted); font-size: 0.78em; font-weight: normal; letter-spacing: 0; }\n\t\t.mono { font-variant-numeric: tabular-nums; letter-spacing: 0.02em; }\n\t\t.pre { white-space: pre-line; }\n\t\t.muted { color: var(--muted); }\n\t\t.vh {\n\t\t\tposition: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;\n\t\t\toverflow: hidden; clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; border: 0;\n\t\t}\n\t\t.print-hint { display: none; }\n\t\t@media screen {\n\t\t\t.print-hint {\n\t\t\t\tdisplay: block; max-width: 210mm; margin: 16px auto 0; padding: 0 4px;\n\t\t\t\tcolor: #333; font-size: 12px; text-align: right;\n\t\t\t}\n\t\t\t.print-hint span { color: #444; margin-left: 0.5em; }\n\t\t}\n\t\t.sheet {\n\t\t\twidth: 210mm; max-width: 100%; min-height: 297mm;\n\t\t\tmargin: 8px auto 32px; padding: 15mm;\n\t\t\tbackground: var(--paper);\n\t\t\tbox-shadow: 0 1px 3px rgba(0, 0, 0, 0.25), 0 8px 24px rgba(0, 0, 0, 0.12);\n\t\t\tdisplay: flex; flex-direction: column;\n\t\t}\n\n\t\t.doc-head {\n\t\t\tdisplay: flex; justify-content: space-between; align-items: flex-start; gap: 8mm;\n\t\t\tpadding-bottom: 5mm; border-bottom: 2px solid var(--rule-strong);\n\t\t}\n\t\th1 { font-size: 20pt; font-weight: 700; letter-spacing: 0.12em; line-height: 1.2; }\n\t\th1 .en { display: block; margin-top: 1.5mm; font-size: 9pt; letter-spacing: 0.2em; text-transform: uppercase; }\n\t\t.corrects { margin-top: 3mm; padding: 1.5mm 3mm; border: 1px solid var(--rule-strong); display: inline-block; font-size: 9pt; }\n\t\t.meta { display: grid; grid-template-columns: auto auto; column-gap: 5mm; row-gap: 1mm; font-size: 9pt; }\n\t\t.meta > div { display: contents; }\n\t\t.meta dt { color: var(--muted); }\n\t\t.meta dt .en { margin-left: 0.4em; }\n\t\t.meta dd { text-align: right; font-weight: 600; }\n\n\t\t.parties { display: flex; justify-content: space-between; gap: 10mm; margin-top: 8mm; }\n\t\t.recipient { flex: 1 1 55%; }\n\t\t.issuer { flex: 0 1 42%; font-size: 9pt; }\n\t\t.recipient-name {\n\t\t\tfont-size: 15pt; font-weight: 700; padding-bottom: 1.5mm;\n\t\t\tborder-bottom: 1px solid var(--rule-strong);\n\t\t}\n\t\t.onchu { margin-left: 0.6em; font-size: 12pt; }\n\t\t.lead { margin-top: 4mm; font-size: 9.5pt; }\n\t\t.lead .en { display: block; }\n\t\t.amount-due {\n\t\t\tdisplay: flex; justify-content: space-between; align-items: baseline; gap: 6mm;\n\t\t\tmargin-top: 4mm; padding: 2.5mm 3mm;\n\t\t\tborder: 1.5px solid var(--rule-strong); background: var(--head);\n\t\t}\n\t\t.amount-due .label { font-weight: 700; }\n\t\t.amount-due .label .en { display: block; }\n\t\t.amount-due .value { font-size: 18pt; font-weight: 700; white-space: nowrap; }\n\t\t.issuer-name { font-size: 11.5pt; font-weight: 700; margin-bottom: 2mm; }\n\t\t.issuer dl > div { display: grid; grid-template-columns: 27mm 1fr; column-gap: 2mm; padding: 0.6mm 0; }\n\t\t.issuer dt { color: var(--muted); }\n\t\t.issuer dt .en { display: block; }\n\t\t.issuer .regno dd { font-weight: 700; font-size: 10.5pt; }\n\n\t\th2 { font-size: 11pt; font-weight: 700; margin-bottom: 2mm; }\n\t\th2 .en { margin-left: 0.4em; }\n\t\t.lines-section { margin-top: 9mm; }\n\t\t.scroll { overflow-x: auto; }\n\t\t.scroll:focus-visible { outline: 2px solid #1d4ed8; outline-offset: 2px; }\n\t\ttable { border-collapse: collapse; width: 100%; }\n\t\t.lines { min-width: 150mm; font-size: 9pt; }\n\t\t.lines th {\n\t\t\tbackground: var(--head); font-weight: 600; text-align: left; vertical-align: bottom;\n\t\t\tpadding: 1.8mm 2mm; border-top: 1.5px solid var(--rule-strong); border-bottom: 1px solid var(--rule-strong);\n\t\t}\n\t\t.lines th .en { display: block; }\n\t\t.lines td { padding: 2.2mm 2mm; border-bottom: 1px solid var(--rule); vertical-align: top; }\n\t\t.lines tbody tr:last-child td { border-bottom: 1.5px solid var(--rule-strong); }\n\t\t.lines .no { width: 9mm; text-align: right; color: var(--muted); }\n\t\t.lines th.no { color: var(--ink); }\n\t\t.lines .num { text-align: right; white-space: nowrap; }\n\t\t.lines .rate { width: 13mm; }\n\t\t.lines td.amount { font-weight: 600; }\n\t\t.desc-main { font-weight: 600; overflow-wrap: anywhere; }\n\t\t.sub { color: var(--muted); font-size: 8pt; margin-top: 0.6mm; overflow-wrap: anywhere; }\n\t\t.sub.model { color: var(--ink); }\n\t\t.sub .item { display: inline-block; white-space: nowrap; margin-right: 1.1em; }\n\t\t.sub span[lang=\"en\"] { font-size: 0.95em; }\n\n\t\t.totals-section { margin-top: 5mm; }\n\t\t.totals-wrap { width: 95mm; max-width: 100%; margin-left: auto; }\n\t\t.totals { font-size: 9.5pt; }\n\t\t.totals th { text-align: left; font-weight: normal; padding: 1.6mm 2mm; border-bottom: 1px solid var(--rule); }\n\t\t.totals th .en { margin-left: 0.4em; }\n\t\t.totals td { text-align: right; padding: 1.6mm 2mm; border-bottom: 1px solid var(--rule); white-space: nowrap; font-weight: 600; }\n\t\t.totals .grand th, .totals .grand td {\n\t\t\tfont-weight: 700; font-size: 11.5pt; border-top: 1.5px solid var(--rule-strong); border-bottom: 3px double var(--rule-strong);\n\t\t}\n\t\t.rounding, .fx { margin-top: 2mm; font-size: 8pt; color: var(--muted); }\n\t\t.fx .mono { color: var(--ink); }\n\n\t\t.doc-foot { margin-top: auto; padding-top: 10mm; font-size: 8.5pt; }\n\t\t.foot-grid {\n\t\t\tdisplay: grid; grid-template-columns: repeat(auto-fit, minmax(70mm, 1fr)); gap: 4mm 8mm;\n\t\t\tpadding-top: 3mm; border-top: 1px solid var(--rule);\n\t\t}\n\t\t.doc-foot h2 { font-size: 9.5pt; }\n\t\t.payment dl > div { display: grid; grid-template-columns: 22mm 1fr; column-gap: 3mm; padding: 0.6mm 0; }\n\t\t.payment dt { color: var(--muted); }\n\t\t.payment dt .en { display: block; }\n\t\t.notes ul { padding-left: 1.2em; }\n\t\t.notes li + li { margin-top: 1mm; }\n\t\t.notes li .en { display: block; }\n\t\t.issued-by { margin-top: 6mm; text-align: center; font-size: 7.5pt; color: var(--muted); letter-spacing: 0.05em; }\n\n\t\t@media screen and (max-width: 720px) {\n\t\t\tbody { font-size: 14px; background: var(--paper); }\n\t\t\t.print-hint { display: none; }\n\t\t\t.sheet { width: auto; min-height: 0; margin: 0; padding: 20px 16px 32px; box-shadow: none; }\n\t\t\t.doc-head, .parties { flex-direction: column; gap: 16px; }\n\t\t\t.meta { width: 100%; }\n\t\t\t.issuer, .recipient { flex-basis: auto; }\n\t\t\t.totals-wrap { width: 100%; }\n\t\t\th1 { font-size: 24px; }\n\t\t\t.amount-due .value { font-size: 22px; }\n\t\t\t.issuer dl > div, .payment dl > div { grid-template-columns: 8em 1fr; }\n\t\t}\n\n\t\t@page { size: A4; margin: 15mm; }\n\t\t@page {\n\t\t\t@bottom-right { content: counter(page) \" / \" counter(pages); font-size: 7.5pt; color: #555; }\n\t\t}\n\t\t@media print {\n\t\t\tbody { background: none; font-size: 9pt; line-height: 1.45; }\n\t\t\th1 { font-size: 18pt; }\n\t\t\t.doc-head { padding-bottom: 4mm; }\n\t\t\t.recipient-name { font-size: 13.5pt; }\n\t\t\t.amount-due { margin-top: 3mm; padding: 2mm 3mm; }\n\t\t\t.amount-due .value { font-size: 16pt; }\n\t\t\t.lead { margin-top: 3mm; }\n\t\t\t.sub { font-size: 7.5pt; margin-top: 0.3mm; }\n\t\t\t.sheet { width: auto; max-width: none; min-height: 0; margin: 0; padding: 0; box-shadow: none; display: block; }\n\t\t\t.scroll { overflow: visible; }\n\t\t\t.lines { min-width: 0; }\n\t\t\t.lines thead { display: table-header-group; }\n\t\t\t.lines tr, .totals-section, .payment, .notes, .amount-due { break-inside: avoid; }\n\t\t\t.lines td { padding: 1.5mm 2mm; }\n\t\t\t.totals th, .totals td { padding: 1.2mm 2mm; }\n\t\t\t.doc-foot { padding-top: 4mm; }\n\t\t\t.foot-grid { break-inside: avoid; }\n\t\t\t.issuer dl, .payment dl { display: grid; grid-template-columns: max-content 1fr; column-gap: 3mm; row-gap: 0.6mm; }\n\t\t\t.issuer dl > div, .payment dl > div { display: contents; }\n\t\t\t.issuer dt .en, .payment dt .en, .notes li .en { display: inline; margin-left: 0.35em; }\n\t\t\t.doc-foot h2 { margin-bottom: 1mm; }\n\t\t\t.foot-grid { padding-top: 2mm; }\n\t\t\t.issued-by { display: none; }\n\t\t\t.sub .item { margin-right: 0.8em; }\n\t\t\t.parties { margin-top: 5mm; }\n\t\t\t.lines-section { margin-top: 6mm; }\n\t\t\t.amount-due, .lines th { -webkit-print-color-adjust: exact; print-color-adjust: exact; }\n\t\t}\n\t</style>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 122, "<style>\n\t\t:root {\n\t\t\t--ink: #1a1a1a;\n\t\t\t--muted: #555;\n\t\t\t--rule: #c8c8c8;\n\t\t\t--rule-strong: #1a1a1a;\n\t\t\t--head: #f0f0f0;\n\t\t\t--paper: #fff;\n\t\t\t--desk: #d9d9d9;\n\t\t}\n\t\t*, *::before, *::after { box-sizing: border-box; }\n\t\thtml { -webkit-text-size-adjust: 100%; text-size-adjust: 100%; }\n\t\tbody {\n\t\t\tmargin: 0;\n\t\t\tbackground: var(--desk);\n\t\t\tcolor: var(--ink);\n\t\t\tfont-family: \"Hiragino Kaku Gothic ProN\", \"Hiragino Sans\", \"Noto Sans JP\", \"Noto Sans CJK JP\", \"Yu Gothic\", YuGothic, Meiryo, system-ui, sans-serif;\n\t\t\tfont-size: 10pt;\n\t\t\tline-height: 1.55;\n\t\t\tfont-variant-numeric: tabular-nums;\n\t\t}\n\t\th1, h2, p, dl, dd, ul { margin: 0; }\n\t\t.en { color: var(--muted); font-size: 0.78em; font-weight: normal; letter-spacing: 0; }\n\t\t.mono { font-variant-numeric: tabular-nums; letter-spacing: 0.02em; }\n\t\t.pre { white-space: pre-line; }\n\t\t.muted { color: var(--muted); }\n\t\t.vh {\n\t\t\tposition: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;\n\t\t\toverflow: hidden; clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; border: 0;\n\t\t}\n\t\t.print-hint { display: none; }\n\t\t@media screen {\n\t\t\t.print-hint {\n\t\t\t\tdisplay: block; max-width: 210mm; margin: 16px auto 0; padding: 0 4px;\n\t\t\t\tcolor: #333; font-size: 12px; text-align: right;\n\t\t\t}\n\t\t\t.print-hint span { color: #444; margin-left: 0.5em; }\n\t\t}\n\t\t.sheet {\n\t\t\twidth: 210mm; max-width: 100%; min-height: 297mm;\n\t\t\tmargin: 8px auto 32px; padding: 15mm;\n\t\t\tbackground: var(--paper);\n\t\t\tbox-shadow: 0 1px 3px rgba(0, 0, 0, 0.25), 0 8px 24px rgba(0, 0, 0, 0.12);\n\t\t\tdisplay: flex; flex-direction: column;\n\t\t}\n\n\t\t.doc-head {\n\t\t\tdisplay: flex; justify-content: space-between; align-items: flex-start; gap: 8mm;\n\t\t\tpadding-bottom: 5mm; border-bottom: 2px solid var(--rule-strong);\n\t\t}\n\t\th1 { font-size: 20pt; font-weight: 700; letter-spacing: 0.12em; line-height: 1.2; }\n\t\th1 .en { display: block; margin-top: 1.5mm; font-size: 9pt; letter-spacing: 0.2em; text-transform: uppercase; }\n\t\t.corrects { margin-top: 3mm; padding: 1.5mm 3mm; border: 1px solid var(--rule-strong); display: inline-block; font-size: 9pt; }\n\t\t.meta { display: grid; grid-template-columns: auto auto; column-gap: 5mm; row-gap: 1mm; font-size: 9pt; }\n\t\t.meta > div { display: contents; }\n\t\t.meta dt { color: var(--muted); }\n\t\t.meta dt .en { margin-left: 0.4em; }\n\t\t.meta dd { text-align: right; font-weight: 600; }\n\n\t\t.parties { display: flex; justify-content: space-between; gap: 10mm; margin-top: 8mm; }\n\t\t.recipient { flex: 1 1 55%; }\n\t\t.issuer { flex: 0 1 42%; font-size: 9pt; }\n\t\t.recipient-name {\n\t\t\tfont-size: 15pt; font-weight: 700; padding-bottom: 1.5mm;\n\t\t\tborder-bottom: 1px solid var(--rule-strong);\n\t\t}\n\t\t.onchu { margin-left: 0.6em; font-size: 12pt; }\n\t\t.lead { margin-top: 4mm; font-size: 9.5pt; }\n\t\t.lead .en { display: block; }\n\t\t.amount-due {\n\t\t\tdisplay: flex; justify-content: space-between; align-items: baseline; gap: 6mm;\n\t\t\tmargin-top: 4mm; padding: 2.5mm 3mm;\n\t\t\tborder: 1.5px solid var(--rule-strong); background: var(--head);\n\t\t}\n\t\t.amount-due .label { font-weight: 700; }\n\t\t.amount-due .label .en { display: block; }\n\t\t.amount-due .value { font-size: 18pt; font-weight: 700; white-space: nowrap; }\n\t\t.issuer-name { font-size: 11.5pt; font-weight: 700; margin-bottom: 2mm; }\n\t\t.issuer dl > div { display: grid; grid-template-columns: 27mm 1fr; column-gap: 2mm; padding: 0.6mm 0; }\n\t\t.issuer dt { color: var(--muted); }\n\t\t.issuer dt .en { display: block; }\n\t\t.issuer .regno dd { font-weight: 700; font-size: 10.5pt; }\n\n\t\th2 { font-size: 11pt; font-weight: 700; margin-bottom: 2mm; }\n\t\th2 .en { margin-left: 0.4em; }\n\t\t.lines-section { margin-top: 9mm; }\n\t\t.scroll { overflow-x: auto; }\n\t\t.scroll:focus-visible { outline: 2px solid #1d4ed8; outline-offset: 2px; }\n\t\ttable { border-collapse: collapse; width: 100%; }\n\t\t.lines { min-width: 150mm; font-size: 9pt; }\n\t\t.lines th {\n\t\t\tbackground: var(--head); font-weight: 600; text-align: left; vertical-align: bottom;\n\t\t\tpadding: 1.8mm 2mm; border-top: 1.5px solid var(--rule-strong); border-bottom: 1px solid var(--rule-strong);\n\t\t}\n\t\t.lines th .en { display: block; }\n\t\t.lines td { padding: 2.2mm 2mm; border-bottom: 1px solid var(--rule); vertical-align: top; }\n\t\t.lines tbody tr:last-child td { border-bottom: 1.5px solid var(--rule-strong); }\n\t\t.lines .no { width: 9mm; text-align: right; color: var(--muted); }\n\t\t.lines th.no { color: var(--ink); }\n\t\t.lines .num { text-align: right; white-space: nowrap; }\n\t\t.lines .rate { width: 13mm; }\n\t\t.lines td.amount { font-weight: 600; }\n\t\t.desc-main { font-weight: 600; overflow-wrap: anywhere; }\n\t\t.sub { color: var(--muted); font-size: 8pt; margin-top: 0.6mm; overflow-wrap: anywhere; }\n\t\t.sub.model { color: var(--ink); }\n\t\t.sub .item { display: inline-block; white-space: nowrap; margin-right: 1.1em; }\n\t\t.sub span[lang=\"en\"] { font-size: 0.95em; }\n\n\t\t.totals-section { margin-top: 5mm; }\n\t\t.totals-wrap { width: 95mm; max-width: 100%; margin-left: auto; }\n\t\t.totals { font-size: 9.5pt; }\n\t\t.totals th { text-align: left; font-weight: normal; padding: 1.6mm 2mm; border-bottom: 1px solid var(--rule); }\n\t\t.totals th .en { margin-left: 0.4em; }\n\t\t.totals td { text-align: right; padding: 1.6mm 2mm; border-bottom: 1px solid var(--rule); white-space: nowrap; font-weight: 600; }\n\t\t.totals .grand th, .totals .grand td {\n\t\t\tfont-weight: 700; font-size: 11.5pt; border-top: 1.5px solid var(--rule-strong); border-bottom: 3px double var(--rule-strong);\n\t\t}\n\t\t.rounding, .fx { margin-top: 2mm; font-size: 8pt; color: var(--muted); }\n\t\t.fx .mono { color: var(--ink); }\n\n\t\t.doc-foot { margin-top: auto; padding-top: 10mm; font-size: 8.5pt; }\n\t\t.foot-grid {\n\t\t\tdisplay: grid; grid-template-columns: repeat(auto-fit, minmax(70mm, 1fr)); gap: 4mm 8mm;\n\t\t\tpadding-top: 3mm; border-top: 1px solid var(--rule);\n\t\t}\n\t\t.doc-foot h2 { font-size: 9.5pt; }\n\t\t.payment dl > div { display: grid; grid-template-columns: 22mm 1fr; column-gap: 3mm; padding: 0.6mm 0; }\n\t\t.payment dt { color: var(--muted); }\n\t\t.payment dt .en { display: block; }\n\t\t.notes ul { padding-left: 1.2em; }\n\t\t.notes li + li { margin-top: 1mm; }\n\t\t.notes li .en { display: block; }\n\t\t.issued-by { margin-top: 6mm; text-align: center; font-size: 7.5pt; color: var(--muted); letter-spacing: 0.05em; }\n\n\t\t@media screen and (max-width: 720px) {\n\t\t\tbody { font-size: 14px; background: var(--paper); }\n\t\t\t.print-hint { display: none; }\n\t\t\t.sheet { width: auto; min-height: 0; margin: 0; padding: 20px 16px 32px; box-shadow: none; }\n\t\t\t.doc-head, .parties { flex-direction: column; gap: 16px; }\n\t\t\t.meta { width: 100%; }\n\t\t\t.issuer, .recipient { flex-basis: auto; }\n\t\t\t.totals-wrap { width: 100%; }\n\t\t\th1 { font-size: 24px; }\n\t\t\t.amount-due .value { font-size: 22px; }\n\t\t\t.issuer dl > div, .payment dl > div { grid-template-columns: 8em 1fr; }\n\t\t}\n\n\t\t@page { size: A4; margin: 15mm; }\n\t\t@page {\n\t\t\t@bottom-right { content: counter(page) \" / \" counter(pages); font-size: 7.5pt; color: #555; }\n\t\t}\n\t\t@media print {\n\t\t\tbody { background: none; font-size: 9pt; line-height: 1.45; }\n\t\t\th1 { font-size: 18pt; }\n\t\t\t.doc-head { padding-bottom: 4mm; }\n\t\t\t.recipient-name { font-size: 13.5pt; }\n\t\t\t.amount-due { margin-top: 3mm; padding: 2mm 3mm; }\n\t\t\t.amount-due .value { font-size: 16pt; }\n\t\t\t.lead { margin-top: 3mm; }\n\t\t\t.sub { font-size: 7.5pt; margin-top: 0.3mm; }\n\t\t\t.sheet { width: auto; max-width: none; min-height: 0; margin: 0; padding: 0; box-shadow: none; display: block; }\n\t\t\t.scroll { overflow: visible; }\n\t\t\t.lines { min-width: 0; }\n\t\t\t.lines thead { display: table-header-group; }\n\t\t\t.lines tr, .totals-section, .payment, .notes, .amount-due { break-inside: avoid; }\n\t\t\t.lines td { padding: 1.5mm 2mm; }\n\t\t\t.totals th, .totals td { padding: 1.2mm 2mm; }\n\t\t\t.doc-foot { padding-top: 4mm; }\n\t\t\t.foot-grid { break-inside: avoid; }\n\t\t\t.issuer dl, .payment dl { display: grid; grid-template-columns: max-content 1fr; column-gap: 3mm; row-gap: 0.6mm; }\n\t\t\t.issuer dl > div, .payment dl > div { display: contents; }\n\t\t\t.issuer dt .en, .payment dt .en, .notes li .en { display: inline; margin-left: 0.35em; }\n\t\t\t.doc-foot h2 { margin-bottom: 1mm; }\n\t\t\t.foot-grid { padding-top: 2mm; }\n\t\t\t.issued-by { display: none; }\n\t\t\t.sub .item { margin-right: 0.8em; }\n\t\t\t.parties { margin-top: 5mm; }\n\t\t\t.lines-section { margin-top: 6mm; }\n\t\t\t.amount-due, .lines th { -webkit-print-color-adjust: exact; print-color-adjust: exact; }\n\t\t}\n\t</style>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -327,6 +327,16 @@ func TestInvoicePageVariants(t *testing.T) {
 			t.Errorf("empty FX source printed as parentheses")
 		}
 	})
+	t.Run("CacheWrites", func(t *testing.T) {
+		inv := exampleInvoice()
+		if strings.Contains(render(t, inv), "キャッシュ書込") {
+			t.Errorf("a line without cache writes prints them")
+		}
+		inv.Lines[0].CacheWriteTokens, inv.Lines[0].CacheWritePerM = 1_100, 3_750_000
+		p := parse(t, render(t, inv))
+		p.mustContain(t, "キャッシュ書込 Cache write 1,100")
+		p.mustContain(t, "キャッシュ書込 $3.75")
+	})
 	t.Run("RoundingModes", func(t *testing.T) {
 		for mode, want := range map[app.TaxRounding]string{
 			"":              "切り捨て",
