@@ -19,7 +19,7 @@ const zhipuOffset = 8 * 60 * 60
 //   - 1302, 1303, 1305, 1312 (concurrency, frequency, overloaded): rate_limited;
 //   - 1308 (5-hour cap), 1310 (weekly/monthly cap): quota_exhausted until the time in the
 //     message (UTC+8); a placeholder such as next_flush_time is no time (ResetAt stays zero);
-//     1304 (daily call count): quota_exhausted;
+//     1304 (daily call count): quota_exhausted until the next midnight in UTC+8, Zhipu's day;
 //   - 1113 (no balance), 1309 (plan expired), 1000-1004 (authentication), 1110-1112 and 1121
 //     (account inactive, missing, locked), 1220 (no access to the API), 1311 (plan does not
 //     include the model), 1313 (fair-use restriction, lifted on request): manual_action;
@@ -42,7 +42,7 @@ func zhipuRule(c *call) (app.Classification, bool) {
 	case "1308", "1310":
 		cls = c.quota(zhipuReset(c.message))
 	case "1304":
-		cls = c.quota(time.Time{})
+		cls = c.quota(zhipuMidnight(c.now))
 	case "1113", "1309", "1000", "1001", "1002", "1003", "1004", "1110", "1111", "1112", "1121", "1220", "1311", "1313":
 		cls = c.result(app.ClassManualAction)
 	case "1261":
@@ -70,6 +70,13 @@ func bracketCode(m string) string {
 		}
 	}
 	return m[1:5]
+}
+
+// zhipuMidnight is the next midnight after now in Zhipu's zone (UTC+8), when its daily
+// counts start again.
+func zhipuMidnight(now time.Time) time.Time {
+	t := now.In(time.FixedZone("UTC+8", zhipuOffset))
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, t.Location()).UTC()
 }
 
 // zhipuReset is the first "2026-05-09 20:42:25" in a message, read as UTC+8; zero when there is

@@ -39,7 +39,11 @@ func zhipuCases() []tc {
 			body:  zhipuError("1308", "已达到 5 小时的使用限额。您的限额将在 2026-05-09 20:42:25 重置。"),
 			class: app.ClassQuotaExhausted, code: "1308"},
 		{name: "1304Daily", kind: Zhipu, status: 429, body: zhipuError("1304", "该 API 已达今日调用次数限额,如有更多需求,请联系客服购买"),
-			class: app.ClassQuotaExhausted, code: "1304"},
+			now:   time.Date(2026, 5, 9, 15, 59, 0, 0, time.UTC), // 23:59 in Beijing
+			class: app.ClassQuotaExhausted, code: "1304", reset: time.Date(2026, 5, 9, 16, 0, 0, 0, time.UTC)},
+		{name: "1304DailyAfterMidnightBeijing", kind: Zhipu, status: 429, body: zhipuError("1304", "该 API 已达今日调用次数限额"),
+			now:   time.Date(2026, 5, 9, 16, 0, 0, 0, time.UTC), // 00:00 the next day in Beijing
+			class: app.ClassQuotaExhausted, code: "1304", reset: time.Date(2026, 5, 10, 16, 0, 0, 0, time.UTC)},
 		{name: "1113Chinese", kind: Zhipu, status: 429, body: zhipuError("1113", "余额不足或无可用资源包,请充值。"),
 			class: app.ClassManualAction, code: "1113"},
 		{name: "1113English", kind: Zhipu, status: 429, body: zhipuError("1113", "Insufficient balance or no resource package. Please recharge."),
