@@ -81,22 +81,42 @@ type Price struct {
 	// CacheWritePerM prices input tokens written to the provider's prompt cache (Anthropic
 	// bills them at 1.25x the input price); 0 means they are billed as plain input.
 	CacheWritePerM int64
+	// CacheWrite1hPerM prices cache writes kept for an hour (Anthropic: 2x the input price);
+	// 0 means they are billed as other cache writes.
+	CacheWrite1hPerM int64
 }
 
 // Cost returns the cost of usage (see Cost).
 func (p Price) CostOf(u Usage, rate int64) int64 {
-	return p.cost(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens, rate)
+	return p.cost(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CacheWrite1hTokens, u.CompletionTokens, rate)
 }
 
 // WorstCost is the most input tokens of input and output tokens of output can cost: every
-// input token at the dearer of the input and cache-write prices (a request may write the
+// input token at the dearest of the input and cache-write prices (a request may write the
 // cache), none of them cached.
 func (p Price) WorstCost(input, output, rate int64) int64 {
-	writes := int64(0)
-	if p.CacheWritePerM > p.InputPerM {
-		writes = input
+	w5, w1h := p.writePrices()
+	switch {
+	case w1h > p.InputPerM && w1h >= w5:
+		return p.cost(input, 0, input, input, output, rate)
+	case w5 > p.InputPerM:
+		return p.cost(input, 0, input, 0, output, rate)
 	}
-	return p.cost(input, 0, writes, output, rate)
+	return p.cost(input, 0, 0, 0, output, rate)
+}
+
+// writePrices are the prices of cache writes (5-minute and 1-hour), each falling back as
+// documented on Price.
+func (p Price) writePrices() (w5, w1h int64) {
+	w5 = p.CacheWritePerM
+	if w5 == 0 {
+		w5 = p.InputPerM
+	}
+	w1h = p.CacheWrite1hPerM
+	if w1h == 0 {
+		w1h = w5
+	}
+	return w5, w1h
 }
 
 // Cost returns the cost of the given token counts in micro-units of a currency, converting USD
@@ -104,11 +124,12 @@ func (p Price) WorstCost(input, output, rate int64) int64 {
 // Micro). cached counts the part of input that was a cache hit. The result is rounded UP so the
 // ledger never under-counts; the arithmetic is 128-bit so no realistic input overflows.
 func (p Price) Cost(input, cached, output, rate int64) int64 {
-	return p.cost(input, cached, 0, output, rate)
+	return p.cost(input, cached, 0, 0, output, rate)
 }
 
-// cost is Cost with writes, the part of input written to the prompt cache.
-func (p Price) cost(input, cached, writes, output, rate int64) int64 {
+// cost is Cost with writes, the part of input written to the prompt cache, of which writes1h
+// were kept for an hour.
+func (p Price) cost(input, cached, writes, writes1h, output, rate int64) int64 {
 	if input < 0 {
 		input = 0
 	}
@@ -117,6 +138,9 @@ func (p Price) cost(input, cached, writes, output, rate int64) int64 {
 	}
 	if writes < 0 || writes > input-cached {
 		writes = 0
+	}
+	if writes1h < 0 || writes1h > writes {
+		writes1h = 0
 	}
 	if output < 0 {
 		output = 0
@@ -128,13 +152,11 @@ func (p Price) cost(input, cached, writes, output, rate int64) int64 {
 	if cachedPrice == 0 {
 		cachedPrice = p.InputPerM
 	}
-	writePrice := p.CacheWritePerM
-	if writePrice == 0 {
-		writePrice = p.InputPerM
-	}
+	w5, w1h := p.writePrices()
 	// micro-USD x 1e6 (prices are per 1M tokens): exact in 128 bits.
 	var hi, lo uint64
-	for _, t := range [...][2]int64{{input - cached - writes, p.InputPerM}, {cached, cachedPrice}, {writes, writePrice}, {output, p.OutputPerM}} {
+	for _, t := range [...][2]int64{{input - cached - writes, p.InputPerM}, {cached, cachedPrice}, {writes - writes1h, w5},
+		{writes1h, w1h}, {output, p.OutputPerM}} {
 		h, l := bits.Mul64(uint64(t[0]), uint64(t[1]))
 		var c uint64
 		lo, c = bits.Add64(lo, l, 0)

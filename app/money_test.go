@@ -245,3 +245,32 @@ func TestCostWithCacheWrites(t *testing.T) {
 		t.Errorf("in yen: %d, want %d", got, 1437*150)
 	}
 }
+
+func TestCostWithHourLongCacheWrites(t *testing.T) {
+	// Input 3, 5-minute writes 3.75 (1.25x), 1-hour writes 6 (2x), output 15 (USD per 1M).
+	p := app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CacheWritePerM: 3_750_000, CacheWrite1hPerM: 6_000_000}
+	u := app.Usage{PromptTokens: 1000, CacheWriteTokens: 600, CacheWrite1hTokens: 200, CompletionTokens: 10}
+	// 400 x 3 + 400 x 3.75 + 200 x 6 + 10 x 15 = 1,200 + 1,500 + 1,200 + 150 = 4,050 micro-USD.
+	if got := p.CostOf(u, app.Micro); got != 4050 {
+		t.Errorf("CostOf = %d, want 4050", got)
+	}
+	// Without a 1-hour price, hour-long writes cost what other writes cost.
+	p5 := p
+	p5.CacheWrite1hPerM = 0
+	if got := p5.CostOf(u, app.Micro); got != 400*3+600*3.75+150 {
+		t.Errorf("CostOf without a 1-hour price = %d", got)
+	}
+	// The worst case takes the dearest input price: 1,000 x 6 + 10 x 15.
+	if got := p.WorstCost(1000, 10, app.Micro); got != 6150 {
+		t.Errorf("WorstCost = %d, want 6150", got)
+	}
+	// A 1-hour price alone (no 5-minute price) is still the worst case.
+	only1h := app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CacheWrite1hPerM: 6_000_000}
+	if got := only1h.WorstCost(1000, 10, app.Micro); got != 6150 {
+		t.Errorf("WorstCost with only a 1-hour price = %d, want 6150", got)
+	}
+	// More hour-long writes than writes is impossible: they are ignored.
+	if got := p.CostOf(app.Usage{PromptTokens: 10, CacheWriteTokens: 2, CacheWrite1hTokens: 5}, app.Micro); got != p.CostOf(app.Usage{PromptTokens: 10, CacheWriteTokens: 2}, app.Micro) {
+		t.Errorf("impossible 1-hour writes priced %d", got)
+	}
+}

@@ -13,8 +13,10 @@ type Usage struct {
 	// CachedTokens is the part of PromptTokens served from the provider's prompt cache.
 	CachedTokens int64
 	// CacheWriteTokens is the part of PromptTokens written to the provider's prompt cache
-	// (Anthropic's cache_creation_input_tokens), priced at Price.CacheWritePerM.
-	CacheWriteTokens int64
+	// (Anthropic's cache_creation_input_tokens), priced at Price.CacheWritePerM, and
+	// CacheWrite1hTokens the part of those kept for an hour (Price.CacheWrite1hPerM).
+	CacheWriteTokens   int64
+	CacheWrite1hTokens int64
 }
 
 // ProviderRequest is one OpenAI-shaped call to an upstream. Body is the caller's JSON object

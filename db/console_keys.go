@@ -292,16 +292,17 @@ type ModelListing struct {
 // ModelCatalog lists the models (by name) with their effective-dated prices, in one statement.
 func (db *DB) ModelCatalog(ctx context.Context) ([]ModelListing, error) {
 	rows, _ := db.Pool.Query(ctx, `SELECT m.name, m.provider, m.upstream_name, m.tier, m.kind, m.max_output_tokens,
-			m.context_window, p.effective_from, p.input_per_m, p.cached_per_m, p.output_per_m, p.cache_write_per_m
+			m.context_window, p.effective_from, p.input_per_m, p.cached_per_m, p.output_per_m, p.cache_write_per_m,
+			p.cache_write_1h_per_m
 		FROM models m LEFT JOIN model_prices p ON p.model = m.name
 		ORDER BY m.name, p.effective_from`)
 	var out []ModelListing
 	_, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
 		var m app.Model
 		var from *time.Time
-		var in, cached, output, writes *int64
+		var in, cached, output, writes, writes1h *int64
 		if err := row.Scan(&m.Name, &m.Provider, &m.UpstreamName, &m.Tier, &m.Kind, &m.MaxOutputTokens,
-			&m.ContextWindow, &from, &in, &cached, &output, &writes); err != nil {
+			&m.ContextWindow, &from, &in, &cached, &output, &writes, &writes1h); err != nil {
 			return struct{}{}, err
 		}
 		if len(out) == 0 || out[len(out)-1].Name != m.Name {
@@ -310,7 +311,7 @@ func (db *DB) ModelCatalog(ctx context.Context) ([]ModelListing, error) {
 		if from != nil {
 			last := &out[len(out)-1]
 			last.Prices = append(last.Prices, app.DatedPrice{From: *from,
-				Price: app.Price{InputPerM: *in, CachedPerM: *cached, OutputPerM: *output, CacheWritePerM: *writes}})
+				Price: app.Price{InputPerM: *in, CachedPerM: *cached, OutputPerM: *output, CacheWritePerM: *writes, CacheWrite1hPerM: *writes1h}})
 		}
 		return struct{}{}, nil
 	})

@@ -247,12 +247,14 @@ func (db *DB) UpsertModels(ctx context.Context, models []app.Model, prices []Mod
 			m.Name, m.Provider, m.UpstreamName, m.Tier, m.Kind, m.MaxOutputTokens, m.ContextWindow)
 	}
 	for _, p := range prices {
-		b.Queue(`INSERT INTO model_prices (model, effective_from, input_per_m, output_per_m, cached_per_m, cache_write_per_m)
-			VALUES ($1, $2, $3, $4, $5, $6)
+		b.Queue(`INSERT INTO model_prices (model, effective_from, input_per_m, output_per_m, cached_per_m, cache_write_per_m,
+				cache_write_1h_per_m)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (model, effective_from) DO UPDATE SET input_per_m = excluded.input_per_m,
 				output_per_m = excluded.output_per_m, cached_per_m = excluded.cached_per_m,
-				cache_write_per_m = excluded.cache_write_per_m`,
-			p.Model, p.From, p.Price.InputPerM, p.Price.OutputPerM, p.Price.CachedPerM, p.Price.CacheWritePerM)
+				cache_write_per_m = excluded.cache_write_per_m, cache_write_1h_per_m = excluded.cache_write_1h_per_m`,
+			p.Model, p.From, p.Price.InputPerM, p.Price.OutputPerM, p.Price.CachedPerM, p.Price.CacheWritePerM,
+			p.Price.CacheWrite1hPerM)
 	}
 	if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("upsert models: %w", FormatError(err))

@@ -173,6 +173,8 @@ type priceConf struct {
 	Output      string `yaml:"output"`
 	CachedInput string `yaml:"cached_input"`
 	CacheWrite  string `yaml:"cache_write"`
+	// CacheWrite1h prices cache writes kept for an hour (Anthropic's 2x), else cache_write.
+	CacheWrite1h string `yaml:"cache_write_1h"`
 }
 
 type modelConf struct {
@@ -773,6 +775,11 @@ func toPrice(p priceConf) (app.Price, error) {
 	if p.CacheWrite != "" {
 		if out.CacheWritePerM, err = app.ParseMoney(p.CacheWrite); err != nil {
 			return out, fmt.Errorf("cache_write: %s", app.ErrorMessage(err))
+		}
+	}
+	if p.CacheWrite1h != "" {
+		if out.CacheWrite1hPerM, err = app.ParseMoney(p.CacheWrite1h); err != nil {
+			return out, fmt.Errorf("cache_write_1h: %s", app.ErrorMessage(err))
 		}
 	}
 	return out, nil

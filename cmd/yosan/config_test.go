@@ -559,3 +559,18 @@ func TestLoadConfigPlanClamp(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadConfigCacheWritePrices(t *testing.T) {
+	cfg := mustLoad(t, "providers:\n  - {name: c, type: anthropic, api_key_env: AK}\nmodels:\n"+
+		"  - {name: claude, provider: c, tier: free, max_output_tokens: 100, price: {input: '3', output: '15', cached_input: '0.30', cache_write: '3.75', cache_write_1h: '6'}}\n",
+		env{"AK": "k"})
+	p, err := toPrice(*cfg.Models[0].Price)
+	if err != nil || p.CacheWritePerM != 3_750_000 || p.CacheWrite1hPerM != 6_000_000 || p.CachedPerM != 300_000 {
+		t.Fatalf("price %+v %v", p, err)
+	}
+	if _, err := load(t, "providers:\n  - {name: c, type: anthropic, api_key_env: AK}\nmodels:\n"+
+		"  - {name: claude, provider: c, tier: free, max_output_tokens: 100, price: {input: '3', output: '15', cache_write_1h: 'two'}}\n",
+		env{"AK": "k"}); err == nil || !strings.Contains(err.Error(), "cache_write_1h") {
+		t.Errorf("bad cache_write_1h: %v", err)
+	}
+}

@@ -284,6 +284,17 @@ func TestChatCompletion(t *testing.T) {
 			t.Errorf("usage %+v", resp.Usage)
 		}
 	})
+	t.Run("HourLongCacheWrites", func(t *testing.T) {
+		_, c := MustFake(t, anthropicfake.Options{Answer: anthropicfake.Answer{Text: "Hi.",
+			Usage: anthropicfake.Usage{InputTokens: 4, OutputTokens: 3, CacheCreationInputTokens: 100, CacheCreation1hInputTokens: 40}}})
+		resp, err := c.ChatCompletion(context.Background(), MustRequest(t, `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (app.Usage{PromptTokens: 104, CompletionTokens: 3, CacheWriteTokens: 100, CacheWrite1hTokens: 40}); resp.Usage != want {
+			t.Errorf("usage %+v, want %+v", resp.Usage, want)
+		}
+	})
 	t.Run("ToolUseWithCache", func(t *testing.T) {
 		_, c := MustFake(t, anthropicfake.Options{Answer: anthropicfake.Answer{
 			Text: "Let me check.",

@@ -36,11 +36,15 @@ type usageJSON struct {
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	// CacheCreation splits the cache writes by how long they are kept (priced differently).
+	CacheCreation *struct {
+		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
 }
 
 // tokens is a complete usage.
 type tokens struct {
-	input, output, cacheCreation, cacheRead int64
+	input, output, cacheCreation, cacheRead, cacheCreation1h int64
 }
 
 // merge overwrites t with the fields u carries. Anthropic's counts are cumulative (message_delta
@@ -54,6 +58,9 @@ func (t *tokens) merge(u *usageJSON) {
 			*f.dst = *f.src
 		}
 	}
+	if u.CacheCreation != nil && u.CacheCreation.Ephemeral1h != nil {
+		t.cacheCreation1h = *u.CacheCreation.Ephemeral1h
+	}
 }
 
 // usage is the gateway's view: every input token is a prompt token, cache reads are cached,
@@ -64,6 +71,8 @@ func (t tokens) usage() app.Usage {
 		CompletionTokens: t.output,
 		CachedTokens:     t.cacheRead,
 		CacheWriteTokens: t.cacheCreation,
+		// Kept for an hour: a part of the writes, never more than they are.
+		CacheWrite1hTokens: min(max(t.cacheCreation1h, 0), t.cacheCreation),
 	}
 }
 

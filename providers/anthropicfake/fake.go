@@ -36,6 +36,9 @@ type Usage struct {
 	OutputTokens             int64
 	CacheCreationInputTokens int64
 	CacheReadInputTokens     int64
+	// CacheCreation1hInputTokens is the part of CacheCreationInputTokens kept for an hour
+	// (usage.cache_creation.ephemeral_1h_input_tokens); the rest is 5-minute writes.
+	CacheCreation1hInputTokens int64
 }
 
 // ToolUse is one tool_use block of an answer.
@@ -382,8 +385,10 @@ func usageJSON(b []byte, u Usage, output int64) []byte {
 	b = append(b, `,"cache_read_input_tokens":`...)
 	b = strconv.AppendInt(b, u.CacheReadInputTokens, 10)
 	b = append(b, `,"cache_creation":{"ephemeral_5m_input_tokens":`...)
-	b = strconv.AppendInt(b, u.CacheCreationInputTokens, 10)
-	b = append(b, `,"ephemeral_1h_input_tokens":0},"output_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheCreationInputTokens-u.CacheCreation1hInputTokens, 10)
+	b = append(b, `,"ephemeral_1h_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheCreation1hInputTokens, 10)
+	b = append(b, `},"output_tokens":`...)
 	b = strconv.AppendInt(b, output, 10)
 	return append(b, `,"service_tier":"standard"}`...)
 }

@@ -1,0 +1,1 @@
+ALTER TABLE model_prices DROP COLUMN cache_write_1h_per_m;
