@@ -69,20 +69,24 @@ const (
 	ActManageAlerts  Action = "manage_alerts"  // alert channels and thresholds
 	ActManageBilling Action = "manage_billing" // close months, credit invoices, FX rates
 	ActViewAudit     Action = "view_audit"     // read the audit log
+	// ActManageProviders clears provider cooldowns: the provider accounts serve every org,
+	// so only operators may.
+	ActManageProviders Action = "manage_providers"
 )
 
 // actionText is how an error message names an action ("<role> may not <text>").
 var actionText = map[Action]string{
-	ActView:          "view this org",
-	ActManageOrgs:    "manage orgs",
-	ActManageTeams:   "manage teams",
-	ActManageMembers: "manage members",
-	ActManageUsers:   "manage console users",
-	ActEditCap:       "set caps",
-	ActManageKeys:    "manage API keys",
-	ActManageAlerts:  "manage alerts",
-	ActManageBilling: "manage billing",
-	ActViewAudit:     "view the audit log",
+	ActView:            "view this org",
+	ActManageOrgs:      "manage orgs",
+	ActManageTeams:     "manage teams",
+	ActManageMembers:   "manage members",
+	ActManageUsers:     "manage console users",
+	ActEditCap:         "set caps",
+	ActManageKeys:      "manage API keys",
+	ActManageAlerts:    "manage alerts",
+	ActManageBilling:   "manage billing",
+	ActViewAudit:       "view the audit log",
+	ActManageProviders: "clear provider cooldowns",
 }
 
 // Target is what an action is about.
@@ -177,7 +181,7 @@ func allowed(m Membership, a Action, t Target) bool {
 	}
 	switch m.Role {
 	case RoleOwner:
-		return a != ActManageOrgs
+		return a != ActManageOrgs && a != ActManageProviders
 	case RoleFinance:
 		switch a {
 		case ActView, ActEditCap, ActManageKeys, ActManageAlerts, ActManageBilling, ActViewAudit:
@@ -218,7 +222,7 @@ func roleText(r Role) string {
 // gatewayText names an action on the gateway as a whole (Target.OrgID "").
 func gatewayText(a Action, t Target, what string) string {
 	switch {
-	case a == ActManageOrgs:
+	case a == ActManageOrgs || a == ActManageProviders:
 		return what
 	case a == ActEditCap:
 		return "set the gateway-wide cap"

@@ -17,7 +17,8 @@ const (
 )
 
 var allActions = []app.Action{app.ActView, app.ActManageOrgs, app.ActManageTeams, app.ActManageMembers,
-	app.ActManageUsers, app.ActEditCap, app.ActManageKeys, app.ActManageAlerts, app.ActManageBilling, app.ActViewAudit}
+	app.ActManageUsers, app.ActEditCap, app.ActManageKeys, app.ActManageAlerts, app.ActManageBilling, app.ActViewAudit,
+	app.ActManageProviders}
 
 // matrixTargets are the columns of the expected table, all in org A.
 var matrixTargets = []struct {
@@ -60,6 +61,10 @@ var wantMatrix = map[app.Action]map[string]string{
 		"team_admin": "yyyyyyy", "viewer": "yyyyyyy", "stranger": "NNNNNNN",
 	},
 	app.ActManageOrgs: {
+		"operator": "yyyyyyy", "admin_token": "yyyyyyy", "owner": "FFFFFFF", "finance_admin": "FFFFFFF",
+		"team_admin": "FFFFFFF", "viewer": "FFFFFFF", "stranger": "NNNNNNN",
+	},
+	app.ActManageProviders: {
 		"operator": "yyyyyyy", "admin_token": "yyyyyyy", "owner": "FFFFFFF", "finance_admin": "FFFFFFF",
 		"team_admin": "FFFFFFF", "viewer": "FFFFFFF", "stranger": "NNNNNNN",
 	},

@@ -28,6 +28,41 @@ func (s *Server) invoicePageRoutes(o *echo.Group) {
 
 func (s *Server) providerRoutes(o *echo.Group) {
 	o.GET("/providers", s.providersPage)
+	o.POST("/providers/cooldowns/clear", s.providersClear)
+}
+
+// providersClear ends a provider cooldown now, so the gateway calls the provider again: the
+// console twin of DELETE /admin/v1/cooldowns, for operators only (the provider accounts serve
+// every org).
+func (s *Server) providersClear(c echo.Context) error {
+	org, err := s.consoleOrg(c)
+	if err != nil {
+		return err
+	}
+	if err := cc(c).p.Authorize(app.ActManageProviders, app.Target{}); err != nil {
+		return err
+	}
+	provider, model := c.FormValue("provider"), c.FormValue("model")
+	if provider == "" {
+		return app.Errorf(app.EINVALID, "name the provider whose cooldown to clear")
+	}
+	what, back := provider, "/console/orgs/"+org.ID+"/providers"
+	if model != "" {
+		what += " / " + model
+	}
+	err = app.Errorf(app.ENOTFOUND, "no cooldown")
+	if s.cfg.Cooldowns != nil {
+		err = s.cfg.Cooldowns.Clear(c.Request().Context(), provider, model)
+	}
+	if app.ErrorCode(err) == app.ENOTFOUND {
+		// Ended meanwhile, or cleared by a second click: nothing to do, and no error page.
+		return flash(c, back, "No cooldown of "+what+" is in force (it may have ended already).")
+	}
+	if err != nil {
+		return err
+	}
+	s.audit(c, cc(c).p, "", "provider.cooldown_clear", "provider", provider+"/"+model, nil)
+	return flash(c, back, "The cooldown of "+what+" is cleared: the gateway calls it again.")
 }
 
 func invoicesBase(orgID string) string { return "/console/orgs/" + orgID + "/invoices" }
@@ -241,7 +276,8 @@ func (s *Server) providersPage(c echo.Context) error {
 		return err
 	}
 	loc := orgLocation(org)
-	d := views.ProvidersData{Shell: s.shell(c, &org, "providers", "Providers / プロバイダー"), TimeZone: org.TimeZone}
+	d := views.ProvidersData{Shell: s.shell(c, &org, "providers", "Providers / プロバイダー"), TimeZone: org.TimeZone,
+		OrgID: org.ID, CanClear: cc(c).p.Can(app.ActManageProviders, app.Target{})}
 	byProvider := map[string]*views.ProviderRow{}
 	if s.cfg.Gateway != nil && s.cfg.Gateway.Catalog != nil {
 		for _, m := range s.cfg.Gateway.Catalog.Models() {

@@ -95,6 +95,7 @@ func TestConsoleRouteMatrix(t *testing.T) {
 		{"alert channel", "/alerts/channels", url.Values{"name": {"hook"}, "kind": {"webhook"}, "target": {"https://hooks.example/y"}}, only("operator", "owner", "finance_admin")},
 		{"close a month", "/invoices/close", url.Values{"period": {"2020-01"}}, only("operator", "owner", "finance_admin")},
 		{"add a user", "/users", url.Values{"email": {"u-%s@acme.example"}, "role": {"viewer"}, "password": {"a long enough password"}}, only("operator", "owner")},
+		{"clear a provider cooldown", "/providers/cooldowns/clear", url.Values{"provider": {"demo"}, "model": {"demo-mini"}}, only("operator")},
 	}
 	for _, ch := range changes {
 		for role, b := range users {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -330,4 +331,45 @@ func TestRouteCacheAndLimits(t *testing.T) {
 			t.Errorf("slots still held after the calls ended: %v", inflight)
 		}
 	})
+}
+
+// TestConsoleClearsCooldown: an operator ends a cooldown from the Providers page and the route
+// calls the provider again; an owner sees no Clear button.
+func TestConsoleClearsCooldown(t *testing.T) {
+	f := newRouteFixture(t)
+	tn := f.s.mustTenant(t, "free")
+	f.alpha.Enqueue(openaifake.InsufficientQuota())
+	if resp, body := f.chat(t, tn.secret, "auto", false); resp.StatusCode != 200 || resp.Header.Get("x-yosan-model") != "beta-1" {
+		t.Fatalf("insufficient_quota: %d %s", resp.StatusCode, body)
+	}
+	page := "/console/orgs/" + tn.org + "/providers"
+	owner := f.s.mustUser(t, "owner@acme.example", "owner", tn.org, "")
+	if body := owner.mustPage(page, 200); !strings.Contains(body, "needs an operator") || strings.Contains(body, ">Clear</button>") {
+		t.Fatalf("owner's providers page: %.600s", body)
+	}
+	if status, _, _ := owner.post(page+"/cooldowns/clear", url.Values{"provider": {"alpha"}, "model": {"alpha-1"}}); status != http.StatusForbidden {
+		t.Fatalf("owner clearing: %d, want 403", status)
+	}
+	op := f.s.mustUser(t, "ops@gateway.example", "operator", "", "")
+	if body := op.mustPage(page, 200); !strings.Contains(body, ">Clear</button>") {
+		t.Fatalf("operator's providers page has no Clear button")
+	}
+	status, _, h := op.post(page+"/cooldowns/clear", url.Values{"provider": {"alpha"}, "model": {"alpha-1"}})
+	if status != http.StatusSeeOther || h.Get("Location") != page {
+		t.Fatalf("clear: %d %v", status, h)
+	}
+	if body := op.mustPage(page, 200); !strings.Contains(body, "is cleared") || !strings.Contains(body, "No cooldown is in force") {
+		t.Fatalf("after clearing: %.800s", body)
+	}
+	// A second click finds nothing to clear, and says so without an error page.
+	if status, _, _ := op.post(page+"/cooldowns/clear", url.Values{"provider": {"alpha"}, "model": {"alpha-1"}}); status != http.StatusSeeOther {
+		t.Fatalf("second clear: %d", status)
+	}
+	if resp, _ := f.chat(t, tn.secret, "auto", false); resp.Header.Get("x-yosan-model") != "alpha-1" {
+		t.Fatalf("after clearing, answered by %s", resp.Header.Get("x-yosan-model"))
+	}
+	var audited int
+	if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE action = 'provider.cooldown_clear'`).Scan(&audited); err != nil || audited != 1 {
+		t.Errorf("%d audit entries (%v), want 1", audited, err)
+	}
 }
