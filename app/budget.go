@@ -143,6 +143,9 @@ type Reservation struct {
 	SettledAt       *time.Time        `json:"settled_at"`
 	// QuotaIDs are the provider quota window rows the reservation holds.
 	QuotaIDs []int64 `json:"quota_ids"`
+	// ErrorClass and ErrorCode say why a failed attempt failed (nil for answered requests).
+	ErrorClass *string `json:"error_class"`
+	ErrorCode  *string `json:"error_code"`
 }
 
 // Settlement finishes one pending reservation: commit with the actual cost, or release.
@@ -164,6 +167,10 @@ type Settlement struct {
 	// QuotaIDs lists the quota window rows the reservation holds (Reservation.QuotaIDs),
 	// locked after the budget rows, in id order too.
 	QuotaIDs []int64
+	// ErrorClass and ErrorCode record why an attempt failed (its provider error's class and
+	// code), "" for an answered request.
+	ErrorClass ErrorClass
+	ErrorCode  string
 }
 
 // LockIDs returns every budget row id the reservation charged, the global one included.

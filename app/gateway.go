@@ -450,6 +450,21 @@ func (c *Call) CommitReserved(source string) {
 		Usage: Usage{PromptTokens: c.EstInput, CompletionTokens: c.MaxOutput}})
 }
 
+// Fail settles a call whose upstream failed, recording the failure's class and code: at zero,
+// or at the reserved amount when billed (a timeout the provider may have billed).
+func (c *Call) Fail(cls Classification, billed bool) {
+	code := cls.Code
+	if len(code) > 64 {
+		code = code[:64]
+	}
+	s := Settlement{RequestID: c.ID, Status: StatusReleased, ErrorClass: cls.Class, ErrorCode: code}
+	if billed {
+		s.Status, s.Actual, s.GlobalActual, s.UsageSource = StatusCommitted, c.Reservation.Amount, c.Reservation.GlobalAmount, "timeout"
+		s.Usage = Usage{PromptTokens: c.EstInput, CompletionTokens: c.MaxOutput}
+	}
+	c.finish(s)
+}
+
 // Release settles the call at zero: the upstream did not bill it (it refused or was never
 // called).
 func (c *Call) Release() {

@@ -151,6 +151,8 @@ type LedgerEntry struct {
 	Overrun      bool
 	UsageSource  string
 	Deadline     time.Time
+	// ErrorClass and ErrorCode say why a failed attempt failed ("" otherwise).
+	ErrorClass, ErrorCode string
 	// Nodes are the kinds of the budget nodes charged, in tree order: "org, team, member, key,
 	// global".
 	Nodes string
@@ -206,7 +208,7 @@ func (db *DB) LedgerPage(ctx context.Context, f LedgerFilter) ([]LedgerEntry, er
 	args = append(args, limit)
 	rows, _ := db.Pool.Query(ctx, `SELECT r.request_id, r.created_at, r.key_id::text, coalesce(k.name, ''), r.model,
 			r.provider, r.status, r.input_tokens, r.cached_tokens, r.output_tokens, r.currency, r.amount, r.actual,
-			r.overrun, coalesce(r.usage_source, ''), r.deadline,
+			r.overrun, coalesce(r.usage_source, ''), r.deadline, coalesce(r.error_class, ''), coalesce(r.error_code, ''),
 			concat_ws(', ',
 				(SELECT string_agg(b.node_kind, ', ' ORDER BY array_position(ARRAY['org', 'team', 'member', 'key'], b.node_kind))
 					FROM budgets b WHERE b.id = ANY (r.budget_ids) AND b.org_id = r.org_id),
@@ -221,7 +223,7 @@ func (db *DB) LedgerPage(ctx context.Context, f LedgerFilter) ([]LedgerEntry, er
 		var status string
 		err := row.Scan(&e.RequestID, &e.CreatedAt, &e.KeyID, &e.KeyName, &e.Model, &e.Provider, &status,
 			&e.InputTokens, &e.CachedTokens, &e.OutputTokens, &e.Currency, &e.Amount, &e.Actual, &e.Overrun,
-			&e.UsageSource, &e.Deadline, &e.Nodes)
+			&e.UsageSource, &e.Deadline, &e.ErrorClass, &e.ErrorCode, &e.Nodes)
 		e.Status = app.ReservationStatus(status)
 		return e, err
 	})

@@ -457,7 +457,7 @@ func (c *insertColumns) add(rc *reserveCall) {
 const reservationCols = `request_id, org_id::text, key_id::text, period, status, currency, amount, actual,
 	budget_ids, global_budget_id, global_amount, global_actual, overrun, model, provider, upstream_model,
 	usd_jpy, est_input_tokens, max_output_tokens, input_tokens, cached_tokens, output_tokens, usage_source,
-	deadline, created_at, settled_at, quota_ids`
+	deadline, created_at, settled_at, quota_ids, error_class, error_code`
 
 func scanReservation(row pgx.CollectableRow) (app.Reservation, error) {
 	var r app.Reservation
@@ -465,7 +465,7 @@ func scanReservation(row pgx.CollectableRow) (app.Reservation, error) {
 	err := row.Scan(&r.RequestID, &r.OrgID, &r.KeyID, &r.Period, &status, &r.Currency, &r.Amount, &r.Actual,
 		&r.BudgetIDs, &r.GlobalBudgetID, &r.GlobalAmount, &r.GlobalActual, &r.Overrun, &r.Model, &r.Provider,
 		&r.UpstreamModel, &r.USDJPY, &r.EstInputTokens, &r.MaxOutputTokens, &r.InputTokens, &r.CachedTokens,
-		&r.OutputTokens, &r.UsageSource, &r.Deadline, &r.CreatedAt, &r.SettledAt, &r.QuotaIDs)
+		&r.OutputTokens, &r.UsageSource, &r.Deadline, &r.CreatedAt, &r.SettledAt, &r.QuotaIDs, &r.ErrorClass, &r.ErrorCode)
 	r.Status = app.ReservationStatus(status)
 	return r, err
 }

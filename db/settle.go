@@ -77,7 +77,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 	}
 	seen := make(map[string]bool, len(batch))
 	sent := make([]*settleCall, 0, len(batch))
-	var rids, statuses, nonces, sources []string
+	var rids, statuses, nonces, sources, eclasses, ecodes []string
 	var actuals, gactuals, itoks, ctoks, otoks, wtoks []int64
 	for _, c := range batch {
 		c.out = app.SettleOutcome{}
@@ -96,17 +96,21 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 		ctoks = append(ctoks, c.s.Usage.CachedTokens)
 		otoks = append(otoks, c.s.Usage.CompletionTokens)
 		wtoks = append(wtoks, c.s.Usage.CacheWriteTokens)
+		eclasses = append(eclasses, string(c.s.ErrorClass))
+		ecodes = append(ecodes, c.s.ErrorCode)
 	}
 	b.Queue(`WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
-				$6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $11::bigint[])
-				AS d(rid, st, nonce, act, gact, itok, ctok, otok, src, wtok)),
+				$6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $11::bigint[],
+				$12::text[], $13::text[])
+				AS d(rid, st, nonce, act, gact, itok, ctok, otok, src, wtok, ecls, ecode)),
 		upd AS (
 			UPDATE reservations r SET status = d.st, actual = d.act,
 				global_actual = CASE WHEN r.global_budget_id IS NULL THEN NULL ELSE d.gact END,
 				apply_nonce = d.nonce::uuid, overrun = d.act > r.amount,
 				input_tokens = d.itok, cached_tokens = d.ctok, output_tokens = d.otok, cache_write_tokens = d.wtok,
-				usage_source = nullif(d.src, ''), settled_at = $10
+				usage_source = nullif(d.src, ''), settled_at = $10,
+				error_class = nullif(d.ecls, ''), error_code = nullif(d.ecode, '')
 			FROM d
 			WHERE r.request_id = d.rid AND r.status = 'pending'
 			RETURNING r.request_id, r.budget_ids, r.amount, r.actual, r.global_budget_id, r.global_amount,
@@ -133,7 +137,7 @@ func (l *Ledger) queueSettle(b *pgx.Batch, batch []*settleCall) func(pgx.BatchRe
 			UPDATE quota_windows w SET reserved = w.reserved - qmv.res, used = w.used + qmv.used
 			FROM qmv WHERE w.id = qmv.qid RETURNING w.id)
 		SELECT request_id, overrun FROM upd`,
-		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.now(), wtoks)
+		rids, statuses, nonces, actuals, gactuals, itoks, ctoks, otoks, sources, l.db.now(), wtoks, eclasses, ecodes)
 	return func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {

@@ -118,7 +118,7 @@ func (s *Server) reservationsPage(c echo.Context) error {
 		d.Rows = append(d.Rows, views.LedgerRow{At: r.CreatedAt.In(loc), RequestID: r.RequestID, KeyName: r.KeyName,
 			Model: r.Model, Provider: r.Provider, Status: string(r.Status), Input: r.InputTokens, Cached: r.CachedTokens,
 			Output: r.OutputTokens, Currency: r.Currency, Reserved: r.Amount, Actual: r.Actual, Overrun: r.Overrun,
-			Nodes: r.Nodes, Source: r.UsageSource, Deadline: r.Deadline.In(loc),
+			Nodes: r.Nodes, Source: r.UsageSource, Deadline: r.Deadline.In(loc), ErrorClass: r.ErrorClass, ErrorCode: r.ErrorCode,
 			Stuck: r.Status == app.StatusPending && r.Deadline.Before(now)})
 		if d.Rows[len(d.Rows)-1].Stuck {
 			d.Stuck++

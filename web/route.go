@@ -131,16 +131,13 @@ func (s *Server) serveRoute(c echo.Context, p *app.Principal, req *app.ProxyRequ
 				return nil
 			}
 			cls := s.classify(m, err)
-			// The failed attempt was not billed, except a timeout, which may have been.
+			// The failed attempt was not billed, except a timeout, which may have been. Its
+			// ledger row keeps the failure's class and code.
 			var ue *app.UpstreamError
-			if cls.Class == app.ClassBackendError && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) && ue.Timeout) {
-				call.CommitReserved("timeout")
-			} else {
-				call.Release()
-			}
+			call.Fail(cls, cls.Class == app.ClassBackendError && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) && ue.Timeout))
 			call.Close()
 			if cls.Class == app.ClassClientError {
-				return s.upstreamFailed(call, err)
+				return upstreamError(m.Provider, err)
 			}
 			if g.Cooldowns != nil && !(route.Implicit && cls.Class == app.ClassBackendError) {
 				until := app.CooldownUntil(cls, g.Now(), g.QuotaCooldown)

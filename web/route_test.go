@@ -344,6 +344,19 @@ func TestConsoleClearsCooldown(t *testing.T) {
 	}
 	page := "/console/orgs/" + tn.org + "/providers"
 	owner := f.s.mustUser(t, "owner@acme.example", "owner", tn.org, "")
+	// The failed attempt's ledger row says why, in the explorer and the admin API.
+	if body := owner.mustPage("/console/orgs/"+tn.org+"/reservations", 200); !strings.Contains(body, "manual_action") ||
+		!strings.Contains(body, "<code>insufficient_quota</code>") {
+		t.Errorf("the explorer does not show the failed attempt's class: %.300s", body)
+	}
+	list := f.s.admin(t, "GET", "/admin/v1/orgs/"+tn.org+"/reservations?status=released", "", 200)["data"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["error_class"] != "manual_action" || list[0].(map[string]any)["error_code"] != "insufficient_quota" {
+		t.Errorf("released rows %v, want the failed attempt with its class and code", list)
+	}
+	var answered int
+	if err := f.s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE status = 'committed' AND error_class IS NULL`).Scan(&answered); err != nil || answered != 1 {
+		t.Errorf("%d answered rows without an error class (%v), want 1", answered, err)
+	}
 	if body := owner.mustPage(page, 200); !strings.Contains(body, "needs an operator") || strings.Contains(body, ">Clear</button>") {
 		t.Fatalf("owner's providers page: %.600s", body)
 	}

@@ -1,0 +1,1 @@
+ALTER TABLE reservations DROP COLUMN error_code, DROP COLUMN error_class;
