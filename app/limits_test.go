@@ -202,12 +202,15 @@ func TestLimiterUnderLoad(t *testing.T) {
 				defer wg.Done()
 				<-start
 				release, err := l.Acquire("k1", "o1", "openai")
-				tried.Done()
+				// Count before saying "tried": the main goroutine reads the counts right after
+				// the last Done.
 				if err != nil {
 					refused.Add(1)
+					tried.Done()
 					return
 				}
 				ok.Add(1)
+				tried.Done()
 				<-hold
 				release()
 			}()
