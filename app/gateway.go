@@ -445,9 +445,14 @@ func (c *Call) Commit(u Usage, source string) {
 // CommitReserved settles the call at its full reserved amount: for an upstream answer whose
 // usage is unknown, so the ledger never under-counts.
 func (c *Call) CommitReserved(source string) {
-	c.finish(Settlement{RequestID: c.ID, Status: StatusCommitted, Actual: c.Reservation.Amount,
+	c.finish(c.reserved(source))
+}
+
+// reserved is the settlement that charges the call its full reserved amount.
+func (c *Call) reserved(source string) Settlement {
+	return Settlement{RequestID: c.ID, Status: StatusCommitted, Actual: c.Reservation.Amount,
 		GlobalActual: c.Reservation.GlobalAmount, UsageSource: source,
-		Usage: Usage{PromptTokens: c.EstInput, CompletionTokens: c.MaxOutput}})
+		Usage: Usage{PromptTokens: c.EstInput, CompletionTokens: c.MaxOutput}}
 }
 
 // Fail settles a call whose upstream failed, recording the failure's class and code: at zero,
@@ -457,11 +462,11 @@ func (c *Call) Fail(cls Classification, billed bool) {
 	if len(code) > 64 {
 		code = code[:64]
 	}
-	s := Settlement{RequestID: c.ID, Status: StatusReleased, ErrorClass: cls.Class, ErrorCode: code}
+	s := Settlement{RequestID: c.ID, Status: StatusReleased}
 	if billed {
-		s.Status, s.Actual, s.GlobalActual, s.UsageSource = StatusCommitted, c.Reservation.Amount, c.Reservation.GlobalAmount, "timeout"
-		s.Usage = Usage{PromptTokens: c.EstInput, CompletionTokens: c.MaxOutput}
+		s = c.reserved("timeout")
 	}
+	s.ErrorClass, s.ErrorCode = cls.Class, code
 	c.finish(s)
 }
 

@@ -24,11 +24,6 @@ type Route struct {
 	Implicit bool
 }
 
-// ModelRoute is the implicit route of a model asked for by name.
-func ModelRoute(model string) Route {
-	return Route{Name: model, Candidates: []Candidate{{Model: model}}, Implicit: true}
-}
-
 // Candidate is one model of a route. With When set, the candidate is tried only when the last
 // candidate actually tried failed with one of those classes (a skipped candidate does not
 // change the last class).
@@ -75,13 +70,14 @@ func (c *Catalog) SetRoutes(routes []Route) error {
 	return nil
 }
 
-// Route returns the route named name, or a one-candidate route when name is a model.
+// Route returns the route alias named name, or the implicit one-candidate route when name is
+// a model; false when it is neither.
 func (c *Catalog) Route(name string) (Route, bool) {
 	if r, ok := c.routes[name]; ok {
 		return r, true
 	}
 	if _, ok := c.models[name]; ok {
-		return Route{Name: name, Candidates: []Candidate{{Model: name}}}, true
+		return Route{Name: name, Candidates: []Candidate{{Model: name}}, Implicit: true}, true
 	}
 	return Route{}, false
 }

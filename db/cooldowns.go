@@ -25,7 +25,8 @@ type Cooldowns struct {
 }
 
 // Active returns the cooldown in force for provider and model, or for the whole provider.
-// A database failure keeps the last known state (it is logged by the next Record or List).
+// A database failure keeps the last known state until the next refresh (it is logged by the
+// next Record or List).
 func (c *Cooldowns) Active(provider, model string, now time.Time) (app.Cooldown, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -33,13 +34,18 @@ func (c *Cooldowns) Active(provider, model string, now time.Time) (app.Cooldown,
 	if every <= 0 {
 		every = time.Second
 	}
-	if c.active == nil || now.Sub(c.loaded) >= every || now.Before(c.loaded) {
-		if list, err := c.list(context.Background(), now); err == nil {
+	if c.loaded.IsZero() || now.Sub(c.loaded) >= every || now.Before(c.loaded) {
+		// One bounded query per refresh. A failure keeps the last known state until the next
+		// refresh, so a database outage does not put a query on every request.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		list, err := c.list(ctx, now)
+		cancel()
+		c.loaded = now
+		if err == nil {
 			c.active = make(map[[2]string]app.Cooldown, len(list))
 			for _, cd := range list {
 				c.active[[2]string{cd.Provider, cd.Model}] = cd
 			}
-			c.loaded = now
 		}
 	}
 	for _, k := range [][2]string{{provider, model}, {provider, ""}} {

@@ -200,7 +200,7 @@ func (s *Server) serveCountTokens(c echo.Context) (int64, error) {
 		return 0, err
 	}
 	model := req.Model
-	if route, ok := s.routeFor(req.Model); ok && len(route.Candidates) > 0 {
+	if route, ok := s.cfg.Gateway.Catalog.Route(req.Model); ok {
 		model = route.Candidates[0].Model
 	}
 	m, ok := s.cfg.Gateway.Catalog.Lookup(model)

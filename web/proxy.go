@@ -89,79 +89,44 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-func (s *Server) chatCompletions(c echo.Context) error {
-	p, req, err := s.parseRequest(c, app.ParseChatRequest)
+func (s *Server) chatCompletions(c echo.Context) error { return s.proxy(c, app.ParseChatRequest) }
+
+func (s *Server) embeddings(c echo.Context) error { return s.proxy(c, app.ParseEmbeddingRequest) }
+
+// proxy answers an OpenAI-shaped request: a route alias through its chain, a model asked for
+// by name through its implicit one-candidate route (the same retries, cooldowns and windows).
+func (s *Server) proxy(c echo.Context, parse func([]byte) (*app.ProxyRequest, error)) error {
+	p, req, err := s.parseRequest(c, parse)
 	if err != nil {
 		return err
 	}
-	route, isRoute := s.routeFor(req.Model)
-	if p.Key.SensitiveOnly && (!isRoute || !route.Sensitive) {
-		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
-			req.Model + "' is not one"}
-	}
-	if !isRoute {
-		if route, err = s.modelRoute(p, req); err != nil {
-			return err
-		}
-	}
-	return s.serveRoute(c, p, req, route)
-}
-
-func (s *Server) embeddings(c echo.Context) error {
-	p, req, err := s.parseRequest(c, app.ParseEmbeddingRequest)
-	if err != nil {
-		return err
-	}
-	route, isRoute := s.routeFor(req.Model)
-	if p.Key.SensitiveOnly && (!isRoute || !route.Sensitive) {
-		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
-			req.Model + "' is not one"}
-	}
-	if !isRoute {
-		if route, err = s.modelRoute(p, req); err != nil {
-			return err
-		}
-	}
-	return s.serveRoute(c, p, req, route)
-}
-
-// modelRoute checks that the key may call the model it named, and returns its implicit route.
-func (s *Server) modelRoute(p *app.Principal, req *app.ProxyRequest) (app.Route, error) {
-	m, ok := s.cfg.Gateway.Catalog.Lookup(req.Model)
+	route, ok := s.cfg.Gateway.Catalog.Route(req.Model)
 	if !ok {
-		return app.Route{}, &app.Error{Code: app.ENOTFOUND, Param: "model", Message: "the model '" + req.Model +
+		return &app.Error{Code: app.ENOTFOUND, Param: "model", Message: "the model '" + req.Model +
 			"' does not exist; GET /v1/models lists the models your key may use"}
 	}
-	if err := app.Usable(m, p, req.Kind); err != nil {
-		return app.Route{}, err
+	if p.Key.SensitiveOnly && !route.Sensitive {
+		return &app.Error{Code: app.EFORBIDDEN, Param: "model", Message: "this key may only call routes marked privacy: sensitive (local backends), and '" +
+			req.Model + "' is not one"}
 	}
-	return app.ModelRoute(m.Name), nil
+	if route.Implicit {
+		// Asked for by name: the model's own refusal (wrong endpoint, tier), not a route's.
+		m, _ := s.cfg.Gateway.Catalog.Lookup(req.Model)
+		if err := app.Usable(m, p, req.Kind); err != nil {
+			return err
+		}
+	}
+	return s.serveRoute(c, p, req, route)
 }
 
 // respond settles a complete upstream answer and relays it.
-func (s *Server) respond(c echo.Context, call *app.Call, resp *app.ProviderResponse, err error) error {
-	if err != nil {
-		return s.upstreamFailed(call, err)
-	}
+func (s *Server) respond(c echo.Context, call *app.Call, resp *app.ProviderResponse) error {
 	if resp.HasUsage {
 		call.Commit(resp.Usage, "upstream")
 	} else {
 		call.CommitReserved("reserved")
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, resp.Body)
-}
-
-// upstreamFailed settles a call whose upstream failed before anything reached the client and
-// returns the error to show. An HTTP error answer was not billed: release. A timeout may well
-// have been billed: charge the reserved amount, never under-count.
-func (s *Server) upstreamFailed(call *app.Call, err error) error {
-	var ue *app.UpstreamError
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ue) && ue.Timeout {
-		call.CommitReserved("timeout")
-	} else {
-		call.Release()
-	}
-	return upstreamError(call.Model.Provider, err)
 }
 
 // upstreamError is the client's error for a failed upstream call of provider: a timeout is

@@ -23,17 +23,6 @@ const (
 	headerCache      = "x-yosan-cache"
 )
 
-// routeFor returns the route named name when it is a route alias (a plain model name is
-// served as its implicit one-candidate route, app.ModelRoute).
-func (s *Server) routeFor(name string) (app.Route, bool) {
-	for _, r := range s.cfg.Gateway.Catalog.Routes() {
-		if r.Name == name {
-			return r, true
-		}
-	}
-	return app.Route{}, false
-}
-
 // serveRoute answers a request for a route alias, or for a model by name (its implicit
 // route): it walks the route's candidates in order (each with its own reservation), skips
 // those cooling down, outside the key's plan or with a full provider quota window, retries a
@@ -237,7 +226,7 @@ func (s *Server) tryCandidate(ctx context.Context, c echo.Context, call *app.Cal
 		if err != nil {
 			return false, err
 		}
-		return true, s.respond(c, call, resp, nil)
+		return true, s.respond(c, call, resp)
 	case call.Request.Stream:
 		st, first, err := openStream(ctx, call)
 		if err != nil {
@@ -253,7 +242,7 @@ func (s *Server) tryCandidate(ctx context.Context, c echo.Context, call *app.Cal
 		if key, ok := c.Get(cacheKeyCtx).(string); ok {
 			s.cfg.Gateway.Cache.Put(key, app.CachedAnswer{Body: resp.Body, Model: call.Model.Name}, c.Get(cacheTTLCtx).(time.Duration))
 		}
-		return true, s.respond(c, call, resp, nil)
+		return true, s.respond(c, call, resp)
 	}
 }
 
