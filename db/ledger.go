@@ -39,7 +39,10 @@ type Ledger struct {
 	reserveCh chan *reserveCall
 	settleCh  chan *settleCall
 	stop      chan struct{}
-	wg        sync.WaitGroup
+	// drained is closed once Close has answered every queued call: a call queued after that
+	// is answered by its caller (await).
+	drained chan struct{}
+	wg      sync.WaitGroup
 }
 
 type reserveCall struct {
@@ -76,6 +79,7 @@ func NewLedger(db *DB, cfg LedgerConfig) *Ledger {
 		reserveCh: make(chan *reserveCall, 4096),
 		settleCh:  make(chan *settleCall, 4096),
 		stop:      make(chan struct{}),
+		drained:   make(chan struct{}),
 	}
 	l.wg.Add(1)
 	go l.loop()
@@ -87,6 +91,7 @@ func NewLedger(db *DB, cfg LedgerConfig) *Ledger {
 func (l *Ledger) Close() {
 	close(l.stop)
 	l.wg.Wait()
+	defer close(l.drained)
 	for {
 		select {
 		case c := <-l.reserveCh:
@@ -97,6 +102,22 @@ func (l *Ledger) Close() {
 			close(c.ready)
 		default:
 			return
+		}
+	}
+}
+
+// await waits for a queued call's answer. A call that slipped into the queue after Close
+// drained it is never run: it is answered EUNAVAILABLE (true) instead of waiting forever.
+func (l *Ledger) await(ready chan struct{}) bool {
+	select {
+	case <-ready:
+		return false
+	case <-l.drained:
+		select {
+		case <-ready:
+			return false
+		default:
+			return true
 		}
 	}
 }
@@ -173,7 +194,9 @@ func (l *Ledger) Reserve(ctx context.Context, req app.ReserveRequest) (app.Reser
 	// Once queued, the call is answered even if ctx ends: the batch owns it now, and a
 	// reservation made for a caller that left is released by that caller's settle path or the
 	// sweeper.
-	<-c.ready
+	if l.await(c.ready) {
+		return app.ReserveResult{}, app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
+	}
 	return c.res, c.err
 }
 
@@ -189,14 +212,37 @@ func retryable(err error) bool {
 }
 
 // runBatch runs one batch transaction, retrying it on a deadlock or serialization failure,
-// and answers every call in it.
+// and answers every call in it. When PostgreSQL refuses the shared statement for another
+// reason, one call may be at fault: each call is then run on its own, so it fails alone and
+// the others (settlements above all, which would otherwise wait for the sweeper) still land.
 func (l *Ledger) runBatch(rs []*reserveCall, ss []*settleCall) {
+	err := l.tryBatch(rs, ss)
+	var pgErr *pgconn.PgError
+	if err != nil && len(rs)+len(ss) > 1 && errors.As(err, &pgErr) {
+		for _, c := range ss {
+			l.answer(nil, []*settleCall{c}, l.tryBatch(nil, []*settleCall{c}))
+		}
+		for _, c := range rs {
+			l.answer([]*reserveCall{c}, nil, l.tryBatch([]*reserveCall{c}, nil))
+		}
+		return
+	}
+	l.answer(rs, ss, err)
+}
+
+// tryBatch runs batchTx, again on a deadlock or serialization failure.
+func (l *Ledger) tryBatch(rs []*reserveCall, ss []*settleCall) error {
 	var err error
 	for attempt := 0; attempt < maxTxAttempts; attempt++ {
 		if err = l.batchTx(rs, ss); err == nil || !retryable(err) {
 			break
 		}
 	}
+	return err
+}
+
+// answer hands each call its result (or err, for all of them).
+func (l *Ledger) answer(rs []*reserveCall, ss []*settleCall, err error) {
 	for _, c := range rs {
 		if err != nil {
 			c.res, c.err = app.ReserveResult{}, fmt.Errorf("reserve: %w", FormatError(err))
@@ -290,15 +336,14 @@ func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids, qids []in
 	now := l.db.now()
 	var in insertColumns
 	sent := make([]*reserveCall, 0, len(batch))
-	seen := make(map[string]bool, len(batch))
+	first := make(map[string]*reserveCall, len(batch))
+	var dups []*reserveCall
 	for _, c := range batch {
-		if seen[c.req.RequestID] {
-			// The same id twice in one batch: the first one is reserved, this one is its
-			// duplicate (as a retry arriving later would be).
-			c.res = app.ReserveResult{Duplicate: true, Admitted: true, Reservation: app.Reservation{RequestID: c.req.RequestID, Status: app.StatusPending}}
+		if _, seen := first[c.req.RequestID]; seen {
+			dups = append(dups, c) // answered from the first one's outcome below
 			continue
 		}
-		seen[c.req.RequestID] = true
+		first[c.req.RequestID] = c
 		sent = append(sent, c)
 		in.add(c)
 	}
@@ -361,6 +406,15 @@ func (l *Ledger) queueReserve(b *pgx.Batch, batch []*reserveCall, ids, qids []in
 		}
 		if answered != len(batch) {
 			return fmt.Errorf("reserve batch: %d answers for %d requests", answered, len(batch))
+		}
+		// The same id twice in one batch: the second is what a retry arriving later would
+		// be, a duplicate of the row the first one wrote, or refused as the first one was.
+		for _, d := range dups {
+			d.res = first[d.req.RequestID].res
+			if d.res.Admitted {
+				d.res = app.ReserveResult{Duplicate: true, Admitted: true,
+					Reservation: app.Reservation{RequestID: d.req.RequestID, Status: app.StatusPending}}
+			}
 		}
 		return nil
 	}

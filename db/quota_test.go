@@ -247,3 +247,113 @@ func TestSettleRecordsCacheWrites(t *testing.T) {
 		t.Errorf("row tokens %d/%d/%d/%d, want 2104/2000/100/30", in, cached, writes, out)
 	}
 }
+
+// TestOneBadCallFailsAlone: a reserve PostgreSQL refuses (a key id that is not a uuid) sent
+// among 60 concurrent reserves and settlements fails by itself; every other call lands, and
+// the ledger sums hold.
+func TestOneBadCallFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	dbs, ledgers := mustProcesses(t, 1)
+	d, l := dbs[0], ledgers[0]
+	tn := mustTenant(t, d, "acme")
+	now := d.Now()
+	// Reserve 30 now, to settle them concurrently with 30 new reserves and the bad one.
+	var held []app.Reservation
+	for range 30 {
+		res, err := l.Reserve(ctx, reserveReq(tn, app.Micro, now))
+		if err != nil || !res.Admitted {
+			t.Fatal(err, res)
+		}
+		held = append(held, res.Reservation)
+	}
+	bad := reserveReq(tn, app.Micro, now)
+	bad.KeyID = "not-a-uuid"
+	bad.Nodes = bad.Nodes[:1] // the org row exists: only the ledger row's insert can fail
+	var wg sync.WaitGroup
+	var badErr error
+	start := make(chan struct{})
+	for i := range 30 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			if res, err := l.Reserve(ctx, reserveReq(tn, app.Micro, now)); err != nil || !res.Admitted {
+				t.Errorf("reserve: %v %+v", err, res)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			st := app.Settlement{RequestID: held[i].RequestID, Status: app.StatusCommitted, Actual: app.Micro / 2, GlobalActual: app.Micro / 2,
+				LockIDs: held[i].LockIDs(), Usage: app.Usage{PromptTokens: -5, CompletionTokens: 3, CacheWriteTokens: 1 << 62}}
+			if out, err := l.Settle(ctx, st); err != nil || !out.Applied {
+				t.Errorf("settle: %v %+v", err, out)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-start
+		_, badErr = l.Reserve(ctx, bad)
+	}()
+	close(start)
+	wg.Wait()
+	if badErr == nil {
+		t.Fatal("the bad reserve was accepted")
+	}
+	var pending, committed int
+	if err := d.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'committed')
+		FROM reservations`).Scan(&pending, &committed); err != nil || pending != 30 || committed != 30 {
+		t.Fatalf("%d pending and %d committed (%v), want 30 and 30", pending, committed, err)
+	}
+	var badRows int
+	if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE input_tokens < 0 OR cache_write_tokens > input_tokens`).Scan(&badRows); err != nil || badRows != 0 {
+		t.Errorf("%d rows with impossible token counts (%v)", badRows, err)
+	}
+	mustLedgerConsistent(t, d, false)
+}
+
+// TestDuplicateIDInOneBatch: the same request id twice at once reserves once; the second
+// is its duplicate, or refused like the first when the first did not fit.
+func TestDuplicateIDInOneBatch(t *testing.T) {
+	ctx := context.Background()
+	dbs, ledgers := mustProcesses(t, 1)
+	d, l := dbs[0], ledgers[0]
+	tn := mustTenant(t, d, "acme")
+	now := d.Now()
+	for _, fits := range []bool{true, false} {
+		if !fits {
+			mustCap(t, l, app.Node{Kind: app.NodeOrg, ID: tn.org.ID}, 1)
+		}
+		req := reserveReq(tn, 5*app.Micro, now)
+		results := make([]app.ReserveResult, 20)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				if results[i], err = l.Reserve(ctx, req); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		firsts := 0
+		for _, r := range results {
+			switch {
+			case !fits && (r.Admitted || r.Duplicate || r.FullNode.Kind != app.NodeOrg):
+				t.Errorf("over the cap: %+v, want refused by the org", r)
+			case fits && !r.Admitted:
+				t.Errorf("within the cap: %+v, want admitted", r)
+			case fits && !r.Duplicate:
+				firsts++
+			}
+		}
+		if fits && firsts != 1 {
+			t.Errorf("%d of 20 reserved, want exactly 1 and 19 duplicates", firsts)
+		}
+	}
+	mustLedgerConsistent(t, d, true) // the cap was lowered below what the first round holds
+}

@@ -27,6 +27,7 @@ func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcom
 	default:
 		return app.SettleOutcome{}, app.Errorf(app.EINVALID, "settle: bad final status %q", s.Status)
 	}
+	s.Usage = boundUsage(s.Usage)
 	if len(s.LockIDs) == 0 {
 		ids, qids, err := l.lockIDs(ctx, s.RequestID)
 		if err != nil {
@@ -43,8 +44,27 @@ func (l *Ledger) Settle(ctx context.Context, s app.Settlement) (app.SettleOutcom
 		return app.SettleOutcome{}, app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
 	}
 	l.settleCh <- c
-	<-c.ready
+	if l.await(c.ready) {
+		return app.SettleOutcome{}, app.Errorf(app.EUNAVAILABLE, "the budget ledger is shutting down")
+	}
 	return c.out, c.err
+}
+
+// maxRecordedTokens bounds each token count a settlement records: an upstream's absurd usage
+// is recorded as this, so it cannot overflow the quota windows' arithmetic or break the
+// batch statement it shares with other calls.
+const maxRecordedTokens = 1 << 40
+
+// boundUsage is u with each count in [0, maxRecordedTokens] and the cached and cache-write
+// parts within the prompt: what the ledger row records (the caller computed the cost).
+func boundUsage(u app.Usage) app.Usage {
+	b := func(n, hi int64) int64 { return min(max(n, 0), hi) }
+	u.PromptTokens = b(u.PromptTokens, maxRecordedTokens)
+	u.CompletionTokens = b(u.CompletionTokens, maxRecordedTokens)
+	u.CachedTokens = b(u.CachedTokens, u.PromptTokens)
+	u.CacheWriteTokens = b(u.CacheWriteTokens, u.PromptTokens-u.CachedTokens)
+	u.CacheWrite1hTokens = b(u.CacheWrite1hTokens, u.CacheWriteTokens)
+	return u
 }
 
 // lockIDs reads the budget rows (global included) and quota window rows a reservation holds;
@@ -59,13 +79,8 @@ func (l *Ledger) lockIDs(ctx context.Context, requestID string) (ids, qids []int
 	if err != nil {
 		return nil, nil, fmt.Errorf("settle: read reservation: %w", FormatError(err))
 	}
-	if ids == nil {
-		ids = []int64{}
-	}
-	if gid != nil {
-		ids = append(ids, *gid)
-	}
-	return ids, qids, nil
+	r := app.Reservation{BudgetIDs: ids, GlobalBudgetID: gid}
+	return r.LockIDs(), qids, nil
 }
 
 // queueSettle queues the settlement statement for batch and returns the reader of its answer.
