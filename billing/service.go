@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"yosan/app"
@@ -142,14 +141,21 @@ func (s *Service) SyncStripe(ctx context.Context, onlyID string) (synced, failed
 	if lease <= 0 {
 		lease = 2 * time.Minute
 	}
-	jobs, err := s.DB.ClaimStripeJobs(ctx, lease, 20, onlyID)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, j := range jobs {
+	// One document per claim: each sync is bounded by half the lease, so no claim outlives
+	// its lease and lets another process sync the same document at the same time. At most
+	// 20 documents per call, as before.
+	for range 20 {
+		jobs, err := s.DB.ClaimStripeJobs(ctx, lease, 1, onlyID)
+		if err != nil {
+			return synced, failed, err
+		}
+		if len(jobs) == 0 {
+			break
+		}
+		j := jobs[0]
 		if err := s.syncOne(ctx, j, lease); err != nil {
 			failed++
-			msg := oneLine(err.Error())
+			msg := app.OneLine(err.Error(), 500)
 			next := s.DB.Now().Add(stripeBackoff(j.Attempts))
 			s.log().Warn("stripe sync failed", "invoice", j.Invoice.Number, "attempt", j.Attempts, "retry_at", next, "err", msg)
 			if ferr := s.DB.FinishStripeSync(context.WithoutCancel(ctx), j.Invoice.ID, msg, next); ferr != nil {
@@ -160,6 +166,9 @@ func (s *Service) SyncStripe(ctx context.Context, onlyID string) (synced, failed
 		synced++
 		if err := s.DB.FinishStripeSync(context.WithoutCancel(ctx), j.Invoice.ID, "", time.Time{}); err != nil {
 			return synced, failed, err
+		}
+		if onlyID != "" || ctx.Err() != nil {
+			break
 		}
 	}
 	return synced, failed, nil
@@ -252,13 +261,4 @@ func (s *Service) Run(ctx context.Context, interval time.Duration, autoClose boo
 		case <-t.C:
 		}
 	}
-}
-
-// oneLine keeps an error readable in one line of the invoice's state.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 500 {
-		s = s[:500]
-	}
-	return s
 }

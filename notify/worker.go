@@ -48,8 +48,9 @@ type Worker struct {
 	Lease      time.Duration
 	// FirstRetry is the wait after the first failed attempt; it doubles up to MaxRetry.
 	FirstRetry time.Duration
-	// Batch bounds the events fanned out per transaction and the deliveries claimed per round;
-	// Parallel bounds the sends in flight.
+	// Batch bounds the events fanned out per transaction; Parallel bounds the sends in flight
+	// and the deliveries claimed at once (all of a claim are sent in one wave, well within the
+	// lease, which the config keeps at twice a send's timeout or more).
 	Batch    int
 	Parallel int
 	Log      *slog.Logger
@@ -106,7 +107,7 @@ type Stats struct {
 }
 
 // RunOnce runs one round: it fans out every pending event and sends every due delivery (in
-// batches of Batch). It returns what it did and the first database error, if any.
+// claims of Parallel). It returns what it did and the first database error, if any.
 func (w *Worker) RunOnce(ctx context.Context) (Stats, error) {
 	w.defaults()
 	var st Stats
@@ -121,7 +122,9 @@ func (w *Worker) RunOnce(ctx context.Context) (Stats, error) {
 		}
 	}
 	for {
-		claimed, err := w.DB.ClaimAlertDeliveries(ctx, w.Lease, w.Batch, "")
+		// A claim no larger than one wave of sends: a claim of many, sent wave after wave,
+		// could outlive its lease and be claimed and sent again by another process.
+		claimed, err := w.DB.ClaimAlertDeliveries(ctx, w.Lease, w.Parallel, "")
 		if err != nil {
 			return st, fmt.Errorf("alert round: %w", err)
 		}
@@ -141,7 +144,7 @@ func (w *Worker) RunOnce(ctx context.Context) (Stats, error) {
 				st.Retried++
 			}
 		}
-		if len(claimed) < w.Batch || ctx.Err() != nil {
+		if len(claimed) < w.Parallel || ctx.Err() != nil {
 			return st, nil
 		}
 	}
@@ -237,10 +240,7 @@ func (w *Worker) deliver(ctx context.Context, c db.Claimed) (app.DeliveryStatus,
 	}
 	a.Finished = w.DB.Now()
 	if err != nil {
-		a.Error = oneLine(err.Error())
-		if len(a.Error) > 500 {
-			a.Error = a.Error[:500]
-		}
+		a.Error = app.OneLine(err.Error(), 500)
 		a.Retry = a.Finished.Add(Backoff(w.FirstRetry, d.Attempts, w.Jitter()))
 		w.Log.Warn("alert delivery failed", "delivery", d.ID, "channel", c.Channel.ID, "attempt", d.Attempts, "err", err)
 	} else {

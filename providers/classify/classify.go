@@ -24,8 +24,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"yosan/app"
 )
@@ -99,7 +97,7 @@ func Classify(k Kind, e *app.UpstreamError, now time.Time) app.Classification {
 func ClassifyStreamError(k Kind, body []byte, now time.Time) app.Classification {
 	r := parseReport(body)
 	if !r.found {
-		return app.Classification{Class: app.ClassBackendError, Message: oneLine(peek(body), MaxMessage)}
+		return app.Classification{Class: app.ClassBackendError, Message: app.OneLine(peek(body), MaxMessage)}
 	}
 	return classifyReport(k, r.impliedStatus(), nil, r, "", now)
 }
@@ -220,8 +218,8 @@ func (c *call) finish(cls app.Classification) app.Classification {
 	if cls.RetryAfter < 0 || cls.RetryAfter > Horizon {
 		cls.RetryAfter = 0
 	}
-	cls.Code = oneLine(cls.Code, MaxCode)
-	cls.Message = oneLine(cls.Message, MaxMessage)
+	cls.Code = app.OneLine(cls.Code, MaxCode)
+	cls.Message = app.OneLine(cls.Message, MaxMessage)
 	return cls
 }
 
@@ -646,36 +644,6 @@ func transportMessage(e *app.UpstreamError) string {
 // peek is the start of a body as text, for a Message.
 func peek(b []byte) string {
 	return string(b[:min(len(b), bodyPeek)])
-}
-
-// oneLine makes s one line of at most max bytes of valid UTF-8: runs of spaces and control
-// characters become one space, invalid bytes go, the cut falls on a rune boundary.
-func oneLine(s string, max int) string {
-	var b strings.Builder
-	b.Grow(min(len(s), max))
-	pending := false
-	for _, r := range s {
-		switch {
-		case r == utf8.RuneError:
-			continue
-		case unicode.IsSpace(r) || unicode.IsControl(r):
-			pending = true
-			continue
-		}
-		n := utf8.RuneLen(r)
-		if pending && b.Len() > 0 {
-			n++
-		}
-		if b.Len()+n > max {
-			break
-		}
-		if pending && b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		pending = false
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // ollamaRule: a 404 for a model Ollama has not pulled ("model 'x' not found", older versions
