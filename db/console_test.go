@@ -193,3 +193,21 @@ func TestBudgetTree(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateMemberOneSpelling: an address is one member whatever its case or surrounding
+// spaces, and a malformed one is refused, whichever surface adds it.
+func TestCreateMemberOneSpelling(t *testing.T) {
+	d := dbtest.New(t)
+	tn := mustTenant(t, d, "acme")
+	ctx := context.Background()
+	m, err := d.CreateMember(ctx, tn.org.ID, tn.team.ID, "  Ann@Example.COM ")
+	if err != nil || m.Email != "ann@example.com" {
+		t.Fatalf("create: %+v %v", m, err)
+	}
+	if _, err := d.CreateMember(ctx, tn.org.ID, tn.team.ID, "ann@example.com"); app.ErrorCode(err) != app.ECONFLICT {
+		t.Errorf("the same address in lower case: %v, want a conflict", err)
+	}
+	if _, err := d.CreateMember(ctx, tn.org.ID, tn.team.ID, "not an address"); app.ErrorCode(err) != app.EINVALID {
+		t.Errorf("a malformed address: %v, want invalid", err)
+	}
+}

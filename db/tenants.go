@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,9 +77,15 @@ func (db *DB) Team(ctx context.Context, orgID, id string) (app.Team, error) {
 	return t, nil
 }
 
-// CreateMember inserts a member of team teamID in org orgID. It returns ENOTFOUND for an
-// unknown org or team and ECONFLICT when the email is already a member of the org.
+// CreateMember inserts a member of team teamID in org orgID, its email trimmed and in lower
+// case (one spelling per address, whichever surface adds it). It returns EINVALID for a
+// malformed email, ENOTFOUND for an unknown org or team and ECONFLICT when the email is
+// already a member of the org.
 func (db *DB) CreateMember(ctx context.Context, orgID, teamID, email string) (app.Member, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if err := checkEmail(email); err != nil {
+		return app.Member{}, err
+	}
 	if _, err := db.Team(ctx, orgID, teamID); err != nil {
 		return app.Member{}, err
 	}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"regexp"
 	"sort"
 	"time"
 
@@ -18,8 +17,6 @@ const capHistoryLimit = 20
 
 // actionCapSet is the audit action of a cap change.
 const actionCapSet = "budget.cap_set"
-
-var periodRE = regexp.MustCompile(`^\d{4}-(0[1-9]|1[0-2])$`)
 
 func (s *Server) budgetRoutes(o *echo.Group) {
 	o.GET("/budgets", s.budgetsPage)
@@ -53,7 +50,7 @@ func (s *Server) budgetsPage(c echo.Context) error {
 	if period == "" {
 		period = current
 	}
-	if !periodRE.MatchString(period) {
+	if !db.ValidPeriod(period) {
 		return app.Errorf(app.EINVALID, "choose a period such as %s (year-month)", current)
 	}
 	d, err := s.budgetsData(c, org, period, nil)

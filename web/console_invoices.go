@@ -99,7 +99,13 @@ func (s *Server) invoicesData(c echo.Context, org app.Org, period string) (views
 			d.Closable = append(d.Closable, p)
 		}
 	}
-	next := app.Period(s.cfg.DB.Now().In(loc).AddDate(0, 1, 0), loc)
+	// The month after this one starts where this one ends (AddDate from the 31st would skip
+	// a short month).
+	_, end, err := db.PeriodBounds(current, loc)
+	if err != nil {
+		return d, err
+	}
+	next := app.Period(end, loc)
 	fx, err := s.cfg.DB.OrgPeriodFX(ctx, org.ID, next)
 	if err != nil {
 		return d, err

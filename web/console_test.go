@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"yosan/app"
 	"yosan/web"
@@ -139,4 +140,21 @@ func (b *browserClient) mustForm(path string, form url.Values, want int) (string
 		b.t.Fatalf("POST %s %v: %d, want %d\n%.600s", path, form, status, want, body)
 	}
 	return body, h.Get("Location")
+}
+
+// TestInvoicesNextMonthOnThe31st: on January 31 the invoices page offers February's rate, not
+// March's (a month added to the 31st skips February).
+func TestInvoicesNextMonthOnThe31st(t *testing.T) {
+	s := mustServer(t)
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db.Now = func() time.Time { return time.Date(2027, 1, 31, 12, 0, 0, 0, tokyo) }
+	tn := s.mustTenant(t, "free")
+	owner := s.mustUser(t, "owner@acme.example", "owner", tn.org, "")
+	body := owner.mustPage("/console/orgs/"+tn.org+"/invoices", 200)
+	if !strings.Contains(body, "FX rate of 2027-02") || strings.Contains(body, "2027-03") {
+		t.Errorf("invoices page on 2027-01-31 does not offer February's rate")
+	}
 }
