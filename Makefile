@@ -27,9 +27,10 @@ test: check-templ ## go vet + go test -race against a real PostgreSQL (private c
 	@if [ -n "$${YOSAN_TEST_DATABASE_URL:-}" ]; then url="$$YOSAN_TEST_DATABASE_URL"; \
 	else url="$$(scripts/pg.sh url yosan_test)"; fi; \
 	export YOSAN_TEST_DATABASE_URL="$$url"; \
-	export YOSAN_MAILPIT="$${YOSAN_MAILPIT:-$$(scripts/test-peer.sh mailpit)}"; \
-	export YOSAN_STRIPE_MOCK="$${YOSAN_STRIPE_MOCK:-$$(scripts/test-peer.sh stripe-mock)}"; \
-	export YOSAN_CHROMIUM="$${YOSAN_CHROMIUM:-$$(scripts/chromium.sh)}"; \
+	mailpit="$${YOSAN_MAILPIT:-$$(scripts/test-peer.sh mailpit)}"; \
+	stripemock="$${YOSAN_STRIPE_MOCK:-$$(scripts/test-peer.sh stripe-mock)}"; \
+	chromium="$${YOSAN_CHROMIUM:-$$(scripts/chromium.sh)}"; \
+	export YOSAN_MAILPIT="$$mailpit" YOSAN_STRIPE_MOCK="$$stripemock" YOSAN_CHROMIUM="$$chromium"; \
 	scripts/pdf-deps.sh; \
 	scripts/node-deps.sh; \
 	echo "YOSAN_TEST_DATABASE_URL=$$url"; \

@@ -417,7 +417,7 @@ func (c *Call) UpstreamRequest() *ProviderRequest {
 		so["include_usage"] = json.RawMessage("true")
 		body["stream_options"] = rawObject(so)
 	}
-	return &ProviderRequest{Model: c.Model.UpstreamName, Body: body, Stream: c.Request.Stream}
+	return &ProviderRequest{Model: c.Model.UpstreamName, Body: body, Stream: c.Request.Stream, MaxTokens: c.PerChoiceMax}
 }
 
 // Cost returns the actual cost of usage in the org currency and the global currency. An absurd

@@ -26,6 +26,10 @@ type ProviderRequest struct {
 	Model  string
 	Body   map[string]json.RawMessage
 	Stream bool
+	// MaxTokens is the output bound per choice the reservation holds (0: none). Adapters whose
+	// API takes a limit apart from the body (Anthropic, which requires one, and Gemini) send
+	// it when the body names none, so the answer cannot outgrow what was reserved.
+	MaxTokens int64
 }
 
 // ProviderResponse is a complete (non-streaming) upstream answer in the OpenAI shape.
@@ -54,6 +58,24 @@ type StreamChunk struct {
 type Stream interface {
 	Next() (StreamChunk, error)
 	Close() error
+}
+
+// PartialUsage is a Stream whose provider reports usage before the end (Anthropic's
+// message_start and message_delta, Gemini's running usageMetadata). A stream that breaks is
+// settled on no less than what it reported: its cache writes and thinking tokens included,
+// which the relayed text cannot show.
+type PartialUsage interface {
+	// UsageSoFar is the usage last reported, false when none was.
+	UsageSoFar() (Usage, bool)
+}
+
+// AtLeast is u with prompt and completion tokens raised to known's where known is larger,
+// and known's cached and cache-write parts: a usage that never under-counts either.
+func (u Usage) AtLeast(known Usage) Usage {
+	u.PromptTokens = max(u.PromptTokens, known.PromptTokens)
+	u.CompletionTokens = max(u.CompletionTokens, known.CompletionTokens)
+	u.CachedTokens, u.CacheWriteTokens, u.CacheWrite1hTokens = known.CachedTokens, known.CacheWriteTokens, known.CacheWrite1hTokens
+	return u
 }
 
 // Provider is an upstream that speaks (or is translated to) the OpenAI wire format.

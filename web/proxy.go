@@ -239,7 +239,15 @@ func (s *Server) relay(ctx context.Context, c echo.Context, call *app.Call, st a
 	case usage != nil:
 		call.Commit(*usage, "upstream")
 	default:
-		call.Commit(app.Usage{PromptTokens: call.EstInput, CompletionTokens: call.CountOutput(relayed.String())}, "relayed")
+		// No final usage: the input estimate and the tokens relayed, raised to whatever the
+		// provider reported before the stream broke (cache writes, thinking tokens).
+		u := app.Usage{PromptTokens: call.EstInput, CompletionTokens: call.CountOutput(relayed.String())}
+		if pu, ok := st.(app.PartialUsage); ok {
+			if known, ok := pu.UsageSoFar(); ok {
+				u = u.AtLeast(known)
+			}
+		}
+		call.Commit(u, "relayed")
 	}
 	if clientGone {
 		return nil

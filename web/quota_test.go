@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 
 	"yosan/app"
 	"yosan/db"
+	"yosan/providers/anthropic"
+	"yosan/providers/anthropicfake"
 	"yosan/providers/classify"
 	"yosan/providers/openaifake"
 	"yosan/web"
@@ -332,5 +335,38 @@ func TestClampMaxTokens(t *testing.T) {
 	}
 	if got := f.s.sumReserved(t); got != 0 {
 		t.Errorf("budgets still hold %d", got)
+	}
+}
+
+// TestBrokenStreamKeepsReportedUsage: an Anthropic stream that breaks after message_start is
+// settled on no less than what Anthropic reported there: its cache writes are recorded and
+// priced as writes, not lost to the relayed-text estimate.
+func TestBrokenStreamKeepsReportedUsage(t *testing.T) {
+	af := anthropicfake.New(anthropicfake.Options{Answer: anthropicfake.Answer{Text: "one two three four five six seven eight",
+		Usage: anthropicfake.Usage{InputTokens: 4, OutputTokens: 30, CacheCreationInputTokens: 1000}}})
+	srv := httptest.NewServer(af)
+	t.Cleanup(func() { af.Close(); srv.Close() })
+	price := app.Price{InputPerM: 3_000_000, OutputPerM: 15_000_000, CacheWritePerM: 3_750_000}
+	m := &app.CatalogModel{Model: app.Model{Name: "claude", Provider: "claude", UpstreamName: "claude-x", Tier: "free",
+		Kind: app.KindChat, MaxOutputTokens: 100}, Upstream: anthropic.New(anthropic.Config{Name: "claude", BaseURL: srv.URL, APIKey: "k"}),
+		Prices: []app.DatedPrice{{Price: price}}}
+	s := mustServerWith(t, m)
+	tn := s.mustTenant(t, "free")
+	af.Enqueue(anthropicfake.Response{Kind: anthropicfake.BreakStream, After: 4})
+	resp, body := s.do(t, "POST", "/v1/chat/completions", tn.secret, chatBody("claude", `,"max_tokens":50,"stream":true`))
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "upstream_stream_broken") {
+		t.Fatalf("%d %s, want a stream that ends with the broken-stream error", resp.StatusCode, body)
+	}
+	var writes, input, actual int64
+	var source string
+	if err := s.db.Pool.QueryRow(context.Background(), `SELECT cache_write_tokens, input_tokens, actual, usage_source
+		FROM reservations WHERE request_id = $1`, resp.Header.Get("x-request-id")).Scan(&writes, &input, &actual, &source); err != nil {
+		t.Fatal(err)
+	}
+	if source != "relayed" || writes != 1000 || input < 1004 {
+		t.Fatalf("row: %s, %d cache writes of %d input tokens; want relayed, 1000 of at least 1004", source, writes, input)
+	}
+	if plain := price.Cost(input, 0, 0, 150*app.Micro); actual <= plain {
+		t.Errorf("actual %d does not price the cache writes (input alone at the input price: %d)", actual, plain)
 	}
 }

@@ -28,9 +28,9 @@ const (
 	// DefaultVersion is the anthropic-version header sent when Config.Version is empty.
 	DefaultVersion = "2023-06-01"
 	// DefaultMaxTokens is the max_tokens sent when the request has neither max_tokens nor
-	// max_completion_tokens: Anthropic rejects a request without it. The gateway always passes
-	// max_tokens explicitly (it reserved the worst case for that number, bounded by the caller's
-	// max_tokens or the model's maximum output), so this only guards direct uses of the client.
+	// max_completion_tokens nor ProviderRequest.MaxTokens: Anthropic rejects a request without
+	// one. The gateway always sets ProviderRequest.MaxTokens (the bound it reserved for), so
+	// this only guards direct uses of the client.
 	DefaultMaxTokens = 4096
 	// MaxErrorBody is how much of a non-2xx answer is kept.
 	MaxErrorBody = 1 << 20
@@ -131,7 +131,8 @@ func New(cfg Config) *Client {
 // messages of one role merged into one (tool results first, as Anthropic requires);
 // cache_control on content parts passed through; tools of type function; tool_choice (auto,
 // none, required -> any, a named function -> tool); parallel_tool_calls false ->
-// disable_parallel_tool_use; max_completion_tokens or max_tokens (else DefaultMaxTokens);
+// disable_parallel_tool_use; max_completion_tokens or max_tokens (else req.MaxTokens, else
+// DefaultMaxTokens);
 // temperature (clamped to Anthropic's 0..1), top_p, stop -> stop_sequences, user ->
 // metadata.user_id.
 //

@@ -487,3 +487,31 @@ func TestEmbeddings(t *testing.T) {
 
 // The client is an app.Provider.
 var _ app.Provider = (*anthropic.Client)(nil)
+
+// TestReservedMaxTokens: a request that names no limit is sent with the bound the gateway
+// reserved for (ProviderRequest.MaxTokens), not the client's 4,096 default; one that names a
+// limit keeps it.
+func TestReservedMaxTokens(t *testing.T) {
+	f, c := MustFake(t, anthropicfake.Options{})
+	for _, tt := range []struct {
+		body     string
+		reserved int64
+		want     int64
+	}{
+		{`{"model":"claude-x","messages":[{"role":"user","content":"Hi"}]}`, 64000, 64000},
+		{`{"model":"claude-x","messages":[{"role":"user","content":"Hi"}]}`, 0, anthropic.DefaultMaxTokens},
+		{`{"model":"claude-x","max_tokens":50,"messages":[{"role":"user","content":"Hi"}]}`, 64000, 50},
+	} {
+		req := MustRequest(t, tt.body)
+		req.MaxTokens = tt.reserved
+		if _, err := c.ChatCompletion(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			MaxTokens int64 `json:"max_tokens"`
+		}
+		if err := json.Unmarshal(f.LastRequest().Body, &got); err != nil || got.MaxTokens != tt.want {
+			t.Errorf("%s with %d reserved: max_tokens %d (%v), want %d", tt.body, tt.reserved, got.MaxTokens, err, tt.want)
+		}
+	}
+}

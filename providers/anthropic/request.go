@@ -147,6 +147,9 @@ func translateRequest(req *app.ProviderRequest, stream bool) ([]byte, *requestEr
 		}
 	}
 	if out.MaxTokens == 0 {
+		out.MaxTokens = req.MaxTokens // what the gateway reserved for
+	}
+	if out.MaxTokens == 0 {
 		out.MaxTokens = DefaultMaxTokens
 	}
 	if v := body["temperature"]; present(v) {

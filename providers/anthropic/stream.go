@@ -43,6 +43,9 @@ type Stream struct {
 	tools     map[int]int // content block index -> tool call index, for tool_use blocks
 }
 
+// UsageSoFar is the usage Anthropic reported so far (app.PartialUsage).
+func (s *Stream) UsageSoFar() (app.Usage, bool) { return s.tokens.usage(), s.hasUsage }
+
 func (c *Client) newStream(ctx context.Context, resp *http.Response, model string) *Stream {
 	r := c.readers.Get().(*bufio.Reader)
 	r.Reset(resp.Body)

@@ -425,3 +425,24 @@ func TestEmbeddings(t *testing.T) {
 		})
 	}
 }
+
+// TestReservedMaxTokens: a request that names no limit is sent with the bound the gateway
+// reserved for as generationConfig.maxOutputTokens; one that names a limit keeps it.
+func TestReservedMaxTokens(t *testing.T) {
+	f, c := MustFake(t, geminifake.Options{})
+	for _, tt := range []struct {
+		req  *app.ProviderRequest
+		want string
+	}{
+		{chatRequest("gemini-2.5-flash"), `"maxOutputTokens":65536`},
+		{chatRequest("gemini-2.5-flash", "max_tokens", "50"), `"maxOutputTokens":50`},
+	} {
+		tt.req.MaxTokens = 65536
+		if _, err := c.ChatCompletion(context.Background(), tt.req); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(f.LastRequest().Body); !strings.Contains(got, tt.want) {
+			t.Errorf("upstream body %s, want %s", got, tt.want)
+		}
+	}
+}

@@ -49,6 +49,15 @@ type choiceState struct {
 	finished bool
 }
 
+// UsageSoFar is the last usageMetadata Gemini sent, thoughts billed as output
+// (app.PartialUsage).
+func (s *Stream) UsageSoFar() (app.Usage, bool) {
+	if s.usage == nil {
+		return app.Usage{}, false
+	}
+	return s.usage.usage(), true
+}
+
 func newStream(ctx context.Context, c *Client, resp *http.Response, model string) *Stream {
 	r := bufio.NewReaderSize(resp.Body, 32<<10)
 	return &Stream{

@@ -302,7 +302,7 @@ func (c *Client) translateChat(req *app.ProviderRequest) ([]byte, error) {
 	if err := c.translateTools(b, &gr); err != nil {
 		return nil, err
 	}
-	gc, err := c.translateConfig(b)
+	gc, err := c.translateConfig(b, req.MaxTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +574,9 @@ func declaration(f *oaFunctionDef) functionDeclaration {
 }
 
 // translateConfig returns the generationConfig, nil when the request sets nothing in it.
-func (c *Client) translateConfig(b map[string]json.RawMessage) (*generationConfig, error) {
+// maxTokens (the bound the gateway reserved for) is the maxOutputTokens when the body names
+// no limit.
+func (c *Client) translateConfig(b map[string]json.RawMessage, maxTokens int64) (*generationConfig, error) {
 	var gc generationConfig
 	set := false
 	number := func(field string, dst *json.RawMessage) {
@@ -584,6 +586,9 @@ func (c *Client) translateConfig(b map[string]json.RawMessage) (*generationConfi
 	}
 	number("max_tokens", &gc.MaxOutputTokens)
 	number("max_completion_tokens", &gc.MaxOutputTokens) // wins over max_tokens
+	if gc.MaxOutputTokens == nil && maxTokens > 0 {
+		gc.MaxOutputTokens, set = json.RawMessage(strconv.FormatInt(maxTokens, 10)), true
+	}
 	number("temperature", &gc.Temperature)
 	number("top_p", &gc.TopP)
 	number("n", &gc.CandidateCount)
